@@ -135,26 +135,102 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
   const double eps = opt.epsilon ? *opt.epsilon : (name == "lamb" ? 1e-6 : 1e-8);
   const std::string clip = num(opt.clip_gradient < 0 ? -1.0 : opt.clip_gradient);
   std::vector<Symbol> heads = {loss};
-  std::vector<std::pair<std::string, Symbol>> new_weights;  // param -> updated weight
+
+  // Parameters grouped by lr_mult (one learning-rate node each); with o.bucket each group's
+  // accumulation, update and EMA are one _loom_bucket node each.
+  std::vector<double> lms;
+  std::vector<std::vector<size_t>> groups;
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::string& p = params[i];
-    const Attrs pa = attrs_of(p);
-    const double lm = mult(opt.lr_mult, pa, "__lr_mult__", p, false);
-    const double wd = opt.wd * mult(opt.wd_mult, pa, "__wd_mult__", p, true);
-    auto acc = Symbol::Op("_loom_accumulate", {state_var(p + "_acc"), grads[i], first},
-                          {{"__inplace__", "(0,)"}, {"scale", num(o.grad_mean ? 1.0 / k : 1.0)}},
-                          p + "_accumulate");
-    Symbol w = var(p), lr = lr_for(lm);
-    Attrs common{{"wd", num(wd)}, {"rescale_grad", num(opt.rescale_grad)}, {"clip_gradient", clip},
+    const double lm = mult(opt.lr_mult, attrs_of(params[i]), "__lr_mult__", params[i], false);
+    auto it = std::find(lms.begin(), lms.end(), lm);
+    if (it == lms.end()) {
+      lms.push_back(lm);
+      groups.emplace_back();
+      it = lms.end() - 1;
+    }
+    groups[static_cast<size_t>(it - lms.begin())].push_back(i);
+  }
+  // One op over the tensors of a group: a node per tensor (named per_name[i]), or one bucket
+  // (named group_name). `wds` (when given) is each tensor's wd; `pred` switches the writes;
+  // `inplace` writes output i into the tensor's input 0. Returns each tensor's output.
+  auto emit = [&](const std::string& op, const std::vector<std::vector<Symbol>>& ins, Attrs a,
+                  const std::vector<double>* wds, const Symbol* pred, bool inplace,
+                  const std::vector<std::string>& per_name, const std::string& group_name) {
+    std::vector<Symbol> outs;
+    if (!o.bucket) {
+      for (size_t i = 0; i < ins.size(); ++i) {
+        Attrs ai = a;
+        if (wds) ai["wd"] = num((*wds)[i]);
+        if (pred) {
+          outs.push_back(switched(op, ins[i], ai, *pred, per_name[i], inplace));
+        } else {
+          if (inplace) ai[kInplaceAttr] = "(0,)";
+          outs.push_back(Symbol::Op(op, ins[i], ai, per_name[i]));
+        }
+      }
+      return outs;
+    }
+    std::vector<Symbol> flat;
+    for (const auto& v : ins) flat.insert(flat.end(), v.begin(), v.end());
+    a["op"] = op;
+    a["num_tensors"] = inum(static_cast<int64_t>(ins.size()));
+    if (wds) {
+      std::string t = "(";
+      for (size_t i = 0; i < wds->size(); ++i) t += (i ? ", " : "") + num((*wds)[i]);
+      a["wds"] = t + (wds->size() == 1 ? ",)" : ")");
+    }
+    if (inplace) {  // output i -> input i*m (each tensor's first input)
+      std::string t = "(";
+      for (size_t i = 0; i < ins.size(); ++i)
+        t += (i ? ", " : "") + inum(static_cast<int64_t>(i * ins[0].size()));
+      a[kInplaceAttr] = t + (ins.size() == 1 ? ",)" : ")");
+    }
+    Symbol node = pred ? switched("_loom_bucket", flat, a, *pred, group_name, false)
+                       : Symbol::Op("_loom_bucket", flat, a, group_name);
+    for (size_t i = 0; i < ins.size(); ++i) outs.push_back(node[i]);
+    return outs;
+  };
+
+  std::vector<std::pair<std::string, Symbol>> new_weights;  // param -> updated weight
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const auto& idx = groups[gi];
+    const std::string gs = gi ? inum(static_cast<int64_t>(gi)) : std::string();
+    auto names = [&](const std::string& suffix) {
+      std::vector<std::string> v;
+      for (size_t i : idx) v.push_back(params[i] + suffix);
+      return v;
+    };
+    std::vector<double> wds;
+    for (size_t i : idx) wds.push_back(opt.wd * mult(opt.wd_mult, attrs_of(params[i]), "__wd_mult__", params[i], true));
+    Symbol lr = lr_for(lms[gi]);
+
+    std::vector<std::vector<Symbol>> acc_in;
+    for (size_t i : idx) acc_in.push_back({state_var(params[i] + "_acc"), grads[i], first});
+    auto acc = emit("_loom_accumulate", acc_in, {{"scale", num(o.grad_mean ? 1.0 / k : 1.0)}},
+                    nullptr, nullptr, true, names("_accumulate"), "step_accumulate" + gs);
+
+    // Per tensor: weight, accumulated gradient, the optimizer's states.
+    auto inputs = [&](std::vector<std::string> states, bool with_lr) {
+      std::vector<std::vector<Symbol>> v;
+      for (size_t j = 0; j < idx.size(); ++j) {
+        std::vector<Symbol> in = {var(params[idx[j]]), acc[j]};
+        for (const auto& st : states) in.push_back(state_var(params[idx[j]] + st));
+        if (with_lr) in.push_back(lr);
+        v.push_back(in);
+      }
+      return v;
+    };
+    Attrs common{{"rescale_grad", num(opt.rescale_grad)}, {"clip_gradient", clip},
                  {"lr", num(opt.learning_rate)}, {"lr_input", "True"}};
-    Symbol upd;
+    std::vector<Symbol> upd;
+    const std::string un = "step_update" + gs;
     if ((name == "sgd" || name == "nag") && opt.momentum == 0) {
-      upd = switched("sgd_update", {w, acc, lr}, common, last, p + "_update");
+      upd = emit("sgd_update", inputs({}, true), common, &wds, &last, true, names("_update"), un);
     } else if (name == "sgd" || name == "nag") {
       Attrs a = common;
       a["momentum"] = num(opt.momentum);
-      upd = switched(name == "sgd" ? "sgd_mom_update" : "nag_mom_update",
-                     {w, acc, state_var(p + "_mom"), lr}, a, last, p + "_update");
+      upd = emit(name == "sgd" ? "sgd_mom_update" : "nag_mom_update", inputs({"_mom"}, true), a,
+                 &wds, &last, true, names("_update"), un);
     } else if (name == "adam" || name == "adamw") {
       Attrs a = common;
       a["beta1"] = num(opt.beta1);
@@ -164,43 +240,47 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
         a["lr"] = "1";
         a["eta"] = num(opt.learning_rate);
       }
-      upd = switched(name == "adam" ? "adam_update" : "adamw_update",
-                     {w, acc, state_var(p + "_mean"), state_var(p + "_var"), lr}, a, last,
-                     p + "_update");
+      upd = emit(name == "adam" ? "adam_update" : "adamw_update", inputs({"_mean", "_var"}, true),
+                 a, &wds, &last, true, names("_update"), un);
     } else if (name == "rmsprop") {
       Attrs a = common;
       a["gamma1"] = num(opt.gamma1);
       a["epsilon"] = num(eps);
       a["clip_weights"] = num(opt.clip_weights < 0 ? -1.0 : opt.clip_weights);
-      std::vector<Symbol> in = {w, acc, state_var(p + "_n")};
+      std::vector<std::string> st = {"_n"};
       if (opt.centered) {
         a["gamma2"] = num(opt.gamma2);
-        in.push_back(state_var(p + "_g"));
-        in.push_back(state_var(p + "_delta"));
+        st = {"_n", "_g", "_delta"};
       }
-      in.push_back(lr);
-      upd = switched(opt.centered ? "rmspropalex_update" : "rmsprop_update", in, a, last,
-                     p + "_update");
-    } else {  // lamb: phase1 -> norms -> phase2, all switched by `last`
+      upd = emit(opt.centered ? "rmspropalex_update" : "rmsprop_update", inputs(st, true), a, &wds,
+                 &last, true, names("_update"), un);
+    } else {  // lamb: phase1 -> per-tensor norms -> phase2, all switched by `last`
       Attrs a1{{"beta1", num(opt.beta1)}, {"beta2", num(opt.beta2)}, {"epsilon", num(eps)},
                {"t", "1"}, {"t_input", "True"}, {"bias_correction", opt.bias_correction ? "True" : "False"},
-               {"wd", num(wd)}, {"rescale_grad", num(opt.rescale_grad)}, {"clip_gradient", clip}};
-      auto g = switched("lamb_update_phase1",
-                        {w, acc, state_var(p + "_mean"), state_var(p + "_var"), t_real}, a1, last,
-                        p + "_lamb_phase1", false);
+               {"rescale_grad", num(opt.rescale_grad)}, {"clip_gradient", clip}};
+      auto in1 = inputs({"_mean", "_var"}, false);
+      for (auto& v : in1) v.push_back(t_real);
+      auto g = emit("lamb_update_phase1", in1, a1, &wds, &last, false, names("_lamb_phase1"),
+                    "step_lamb_phase1" + gs);
       auto norm = [&](const Symbol& x, const std::string& n) {
         auto sq = switched("square", {x}, {}, last, n + "_sq", false);
         auto s = switched("sum", {sq}, {}, last, n + "_sum", false);
         return switched("sqrt", {s}, {}, last, n, false);
       };
-      auto r1 = norm(w, p + "_lamb_r1"), r2 = norm(g, p + "_lamb_r2");
+      std::vector<std::vector<Symbol>> in2;
+      for (size_t j = 0; j < idx.size(); ++j) {
+        const std::string& p = params[idx[j]];
+        in2.push_back({var(p), g[j], norm(var(p), p + "_lamb_r1"), norm(g[j], p + "_lamb_r2"), lr});
+      }
       Attrs a2{{"lr", num(opt.learning_rate)}, {"lr_input", "True"}};
       if (opt.lower_bound >= 0) a2["lower_bound"] = num(opt.lower_bound);
       if (opt.upper_bound >= 0) a2["upper_bound"] = num(opt.upper_bound);
-      upd = switched("lamb_update_phase2", {w, g, r1, r2, lr}, a2, last, p + "_update");
+      upd = emit("lamb_update_phase2", in2, a2, nullptr, &last, true, names("_update"), un);
     }
-    heads.push_back(upd);
-    new_weights.emplace_back(p, upd);
+    for (size_t j = 0; j < idx.size(); ++j) {
+      heads.push_back(upd[j]);
+      new_weights.emplace_back(params[idx[j]], upd[j]);
+    }
   }
 
   // Model EMA on the last micro-step, reading the updated weights.
@@ -211,12 +291,22 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
              {"min_decay", num(e.min_decay)}, {"update_after_step", inum(e.update_after_step)},
              {"start_step", inum(e.start_step)}};
     const bool zd = e.init == "zero_debias";
-    auto ema = [&](const std::string& n, const Symbol& value, const Symbol& when) {
-      std::vector<Symbol> in = {state_var(n + "_ema"), value, t_real};
-      if (zd) in.push_back(state_var(n + "_ema_norm"));
-      heads.push_back(switched("_loom_ema_update", in, ea, when, n + "_ema_update"));
+    // Shadows of (name, value) pairs, switched by `when`, as one bucket (or node each).
+    auto ema = [&](const std::vector<std::pair<std::string, Symbol>>& items, const Symbol& when,
+                   const std::string& group_name) {
+      if (items.empty()) return;
+      std::vector<std::vector<Symbol>> in;
+      std::vector<std::string> per;
+      for (const auto& [n, value] : items) {
+        std::vector<Symbol> v = {state_var(n + "_ema"), value, t_real};
+        if (zd) v.push_back(state_var(n + "_ema_norm"));
+        in.push_back(v);
+        per.push_back(n + "_ema_update");
+      }
+      for (auto& h : emit("_loom_ema_update", in, ea, nullptr, &when, true, per, group_name))
+        heads.push_back(h);
     };
-    for (const auto& [p, w] : new_weights) ema(p, w, last);
+    ema(new_weights, last, "step_ema_update");
     if (e.include_aux) {
       // BatchNorm updates its moving statistics in backward: the aux EMA runs after every
       // update (which follows every gradient), switched by `last` passed through a barrier.
@@ -225,15 +315,17 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
       Symbol last_after = Symbol::Op("_loom_after", deps, {}, "step_last_after_update");
       IndexedGraph g(loss.outputs());
       auto types = infer_types(g, {});
+      std::vector<std::pair<std::string, Symbol>> avg;
       for (uint32_t nid : g.aux_states()) {
         const std::string& n = g.node(nid).node->name();
         DType t = types[g.entry_id(nid, 0)];
         if (t == DType::kFloat32 || t == DType::kUnknown)
-          ema(n, var(n), last_after);
+          avg.emplace_back(n, var(n));
         else  // integer (or other) states are copied, never averaged
           heads.push_back(switched("_loom_copy_state", {Symbol::Variable(n + "_ema"), var(n)}, {},
                                    last_after, n + "_ema_copy"));
       }
+      ema(avg, last_after, "step_aux_ema_update");
     }
   }
   return Symbol::Group(heads);

@@ -87,6 +87,11 @@ struct StepOptions {
   std::vector<std::string> input_names;
   /// Parameters left unchanged (MXNet Module's fixed_param_names).
   std::vector<std::string> fixed_param_names;
+  /// Buckets: the accumulation, the optimizer update and the EMA of all parameters (of one
+  /// lr_mult) are one `_loom_bucket` node each, a single pass over all of them, and
+  /// simple_bind lays out each kind of state (weights, accumulators, momenta, shadows) in one
+  /// flat buffer with per-parameter views. false: one node per parameter.
+  bool bucket = true;
 };
 
 /// Builds the training-step symbol (see the file header). Throws Error for an unknown

@@ -34,35 +34,59 @@ StepInfo analyse(const Symbol& step) {
   auto mark = [&](uint32_t e, StepState k) {
     if (auto* n = var_name(e)) info.kind[*n] = k;
   };
-  for (uint32_t nid = 0; nid < g.num_nodes(); ++nid) {
-    const auto& in = g.node(nid);
-    if (in.node->is_variable()) continue;
-    const std::string& op = in.node->attrs.op->name;
-    const auto& x = in.inputs;
-    if (op == "_loom_gradients") {
-      size_t nw = in.node->num_outputs();
-      for (size_t i = x.size() - nw; i < x.size(); ++i) mark(x[i], StepState::kParam);
-    } else if (op == "_loom_accumulate") {
+  // The weight an update output writes in place: its producer's first input of that tensor
+  // (tensor idx of a bucket has inputs [idx*m, (idx+1)*m)).
+  auto written_weight = [&](uint32_t e) -> const std::string* {
+    const uint32_t nid = g.entry_node(e);
+    const auto& u = g.node(nid);
+    if (u.node->is_variable()) return var_name(e);
+    const size_t idx = e - g.entry_id(nid, 0);
+    const size_t m = op_kernel_inputs(u.node->attrs) / u.node->num_outputs();
+    return var_name(u.inputs[idx * m]);
+  };
+  // What the inputs x of one (inner) op hold; aux = the op's mutated input positions.
+  auto classify = [&](const std::string& op, const std::vector<uint32_t>& x,
+                      const std::vector<int>& aux) {
+    if (op == "_loom_accumulate") {
       mark(x[0], StepState::kAcc);
     } else if (op == "_loom_counter") {
       mark(x[0], StepState::kCounter);
     } else if (op == "_loom_ema_update" || op == "_loom_copy_state") {
-      Shadow s;
-      if (auto* n = var_name(x[0])) s.ema = *n;
-      if (auto* n = var_name(x[1])) {
-        s.target = *n;
-      } else {  // an update's output: the weight it writes in place
-        const auto& u = g.node(g.entry_node(x[1]));
-        if (auto* w = var_name(u.inputs[0])) s.target = *w;
-      }
+      Shadow sh;
+      if (auto* n = var_name(x[0])) sh.ema = *n;
+      if (auto* w = written_weight(x[1])) sh.target = *w;
       mark(x[0], StepState::kEma);
-      if (op == "_loom_ema_update" && op_kernel_inputs(in.node->attrs) > 3) {
+      if (op == "_loom_ema_update" && x.size() > 3) {
         mark(x[3], StepState::kEma);
-        if (auto* n = var_name(x[3])) s.norm = *n;
+        if (auto* n = var_name(x[3])) sh.norm = *n;
       }
-      if (!s.ema.empty() && !s.target.empty()) info.shadows.push_back(s);
+      if (!sh.ema.empty() && !sh.target.empty()) info.shadows.push_back(sh);
     } else if (kUpdateOps.count(op)) {
-      for (int a : op_aux(in.node->attrs)) mark(x[static_cast<size_t>(a)], StepState::kOpt);
+      for (int a : aux) mark(x[static_cast<size_t>(a)], StepState::kOpt);
+    }
+  };
+  for (uint32_t nid = 0; nid < g.num_nodes(); ++nid) {
+    const auto& in = g.node(nid);
+    if (in.node->is_variable()) continue;
+    const OpAttrs& attrs = in.node->attrs;
+    const std::string& op = attrs.op->name;
+    std::vector<uint32_t> x(in.inputs.begin(), in.inputs.begin() + static_cast<std::ptrdiff_t>(op_kernel_inputs(attrs)));
+    if (op == "_loom_gradients") {
+      size_t nw = in.node->num_outputs();
+      for (size_t i = x.size() - nw; i < x.size(); ++i) mark(x[i], StepState::kParam);
+    } else if (op == "_loom_bucket") {
+      const size_t n = in.node->num_outputs(), m = x.size() / n;
+      auto aux = op_aux(attrs);
+      for (size_t i = 0; i < n; ++i) {
+        std::vector<uint32_t> xi(x.begin() + static_cast<std::ptrdiff_t>(i * m),
+                                 x.begin() + static_cast<std::ptrdiff_t>((i + 1) * m));
+        std::vector<int> ai;
+        for (int a : aux)
+          if (static_cast<size_t>(a) / m == i) ai.push_back(a - static_cast<int>(i * m));
+        classify(attrs.dict.at("op"), xi, ai);
+      }
+    } else {
+      classify(op, x, op_aux(attrs));
     }
   }
   for (const auto& a : step.list_arguments())

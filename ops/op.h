@@ -129,6 +129,11 @@ struct OpDef {
   /// `__init__` attribute given to auto-created input variables, by input position
   /// (MXNet's FSetInputVarAttrOnCompose: BatchNorm moving stats, PReLU gamma).
   std::map<int, std::string> input_init;
+  /// Groups of inputs whose variables simple_bind lays out back to back in one buffer, in
+  /// group order (a bucket's weights, momenta, EMA shadows: one flat array, per-parameter
+  /// views). A group applies only when its inputs are distinct variables of one dtype that
+  /// no earlier group placed.
+  std::function<std::vector<std::vector<int>>(const OpAttrs&)> contiguous_inputs;
   std::map<DeviceType, KernelFactory> kernels;
   std::vector<OpSample> samples;
 
@@ -141,6 +146,14 @@ struct OpDef {
     parse = [schema](const Attrs& a) -> std::shared_ptr<const void> {
       return std::make_shared<P>(schema.parse(a));
     };
+    return *this;
+  }
+  /// Parameters parsed by hand (attribute sets that depend on other attributes); `info`
+  /// documents them.
+  OpDef& params_custom(std::function<std::shared_ptr<const void>(const Attrs&)> fn,
+                       std::vector<ParamInfo> info) {
+    parse = std::move(fn);
+    param_info = std::move(info);
     return *this;
   }
   OpDef& inputs(std::vector<std::string> names);
@@ -159,6 +172,14 @@ struct OpDef {
   OpDef& no_grad(std::vector<int> inputs);
   OpDef& zero_grad() { grad_mode = GradMode::kZero; return *this; }
   OpDef& inplace_pairs(std::vector<std::pair<int, int>> pairs);
+  OpDef& inplace_fn(std::function<std::vector<std::pair<int, int>>(const OpAttrs&)> fn) {
+    inplace = std::move(fn);
+    return *this;
+  }
+  OpDef& contiguous(std::function<std::vector<std::vector<int>>(const OpAttrs&)> fn) {
+    contiguous_inputs = std::move(fn);
+    return *this;
+  }
   OpDef& init_input(int pos, std::string init) { input_init[pos] = std::move(init); return *this; }
   OpDef& kernel(DeviceType dev, KernelFactory f) { kernels[dev] = std::move(f); return *this; }
   /// Registers a kernel class K constructible from KernelArgs.

@@ -21,6 +21,45 @@ struct Executor::Step {
 
 Executor::~Executor() = default;
 
+namespace {
+
+/// simple_bind's buckets: for every group of OpDef::contiguous_inputs whose inputs are
+/// distinct variables of one dtype, not placed by an earlier group, one zero-filled buffer
+/// holding them back to back (each view 64-byte aligned). Returns entry -> view.
+std::map<uint32_t, NDArray> bucket_views(const IndexedGraph& g, const ExecGraph& eg, Device dev) {
+  std::map<uint32_t, NDArray> views;
+  for (const ExecNode& n : eg.nodes) {
+    if (n.kind != ExecNode::Kind::kForward || !n.attrs || !n.attrs->op->contiguous_inputs)
+      continue;
+    for (const auto& group : n.attrs->op->contiguous_inputs(*n.attrs)) {
+      std::vector<uint32_t> es;
+      bool ok = group.size() > 1;
+      for (int i : group) {
+        uint32_t e = n.in.at(static_cast<size_t>(i));
+        ok = ok && e < eg.num_forward_entries && g.node(g.entry_node(e)).node->is_variable() &&
+             !views.count(e) && std::find(es.begin(), es.end(), e) == es.end() &&
+             eg.types[e] == eg.types[n.in[static_cast<size_t>(group[0])]];
+        es.push_back(e);
+      }
+      if (!ok) continue;
+      const DType t = eg.types[es[0]];
+      const size_t esz = dtype_size(t);
+      std::vector<size_t> off;
+      size_t bytes = 0;
+      for (uint32_t e : es) {
+        off.push_back(bytes);
+        bytes += (static_cast<size_t>(eg.shapes[e].numel()) * esz + 63) / 64 * 64;
+      }
+      NDArray flat = NDArray::zeros(Shape{static_cast<int64_t>(bytes / esz)}, t, dev);
+      for (size_t k = 0; k < es.size(); ++k)
+        views[es[k]] = NDArray(flat.storage(), flat.offset() + off[k], eg.shapes[es[k]], t);
+    }
+  }
+  return views;
+}
+
+}  // namespace
+
 std::unique_ptr<Executor> Executor::simple_bind(const Symbol& sym,
                                                 const std::map<std::string, Shape>& shapes,
                                                 const BindOptions& opts) {
@@ -96,7 +135,13 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       throw BindError("bind: " + what + " is on " + a.device().str() + ", executor on " +
                       dev_.str());
   };
-  // Arguments and aux states.
+  // Arguments and aux states (simple_bind: bucketed ones are views of one buffer).
+  std::map<uint32_t, NDArray> bucketed;
+  if (!args && !aux) bucketed = bucket_views(g, eg_, dev_);
+  auto fresh = [&](uint32_t e) {
+    auto it = bucketed.find(e);
+    return it != bucketed.end() ? it->second : NDArray::zeros(eg_.shapes[e], eg_.types[e], dev_);
+  };
   for (size_t i = 0; i < arg_ids.size(); ++i) {
     uint32_t e = g.entry_id(arg_ids[i], 0);
     NDArray a;
@@ -107,7 +152,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       a = it->second;
       check_array(a, e, "argument '" + arg_names_[i] + "'");
     } else {
-      a = NDArray::zeros(eg_.shapes[e], eg_.types[e], dev_);
+      a = fresh(e);
     }
     args_.push_back(a);
     entries_[e] = a;
@@ -123,7 +168,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       a = it->second;
       check_array(a, e, "auxiliary state '" + aux_names_[i] + "'");
     } else {
-      a = NDArray::zeros(eg_.shapes[e], eg_.types[e], dev_);
+      a = fresh(e);
     }
     aux_.push_back(a);
     entries_[e] = a;

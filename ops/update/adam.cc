@@ -72,8 +72,8 @@ ParamSchema<AdamWParam> adamw_schema(bool rescale_attr) {
 class AdamKernel final : public update::UpdateKernel<AdamParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float* mean = in[2].data<float>();
@@ -81,7 +81,7 @@ class AdamKernel final : public update::UpdateKernel<AdamParam> {
     const float b1 = f32(p_.beta1), b2 = f32(p_.beta2), eps = f32(p_.epsilon);
     const float lr = update::scalar_or(in, 4, p_.lr_input, p_.lr);
     const float wd = f32(p_.wd), rs = f32(p_.rescale_grad), c = clip_bound(p_.clip_gradient);
-    update::apply(out[0].data<float>(), req[0], in[0].size(), [=](int64_t i) {
+    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
       const float gr = clip(g[i] * rs + w[i] * wd, c);
       const float m = b1 * mean[i] + (1.f - b1) * gr;
       const float v = b2 * var[i] + (1.f - b2) * gr * gr;
@@ -97,11 +97,11 @@ template <bool kTensorScale>
 class AdamWKernel final : public update::UpdateKernel<AdamWParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const float rs = kTensorScale ? in[4].data<float>()[0] : f32(p_.rescale_grad);
     if (!std::isfinite(rs) || rs == 0.f) {
-      update::keep_weight(in[0], out[0], req[0]);
+      update::keep_weight(in[0], out[0], req[0], r);
       return;
     }
     const float* w = in[0].data<float>();
@@ -111,7 +111,7 @@ class AdamWKernel final : public update::UpdateKernel<AdamWParam> {
     const float b1 = f32(p_.beta1), b2 = f32(p_.beta2), eps = f32(p_.epsilon), lr = f32(p_.lr);
     const float wd = f32(p_.wd), c = clip_bound(p_.clip_gradient);
     const float eta = update::scalar_or(in, kTensorScale ? 5 : 4, p_.lr_input, p_.eta);
-    update::apply(out[0].data<float>(), req[0], in[0].size(), [=](int64_t i) {
+    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
       const float gr = clip(rs * g[i], c);
       const float m = b1 * mean[i] + (1.f - b1) * gr;
       const float v = b2 * var[i] + (1.f - b2) * gr * gr;

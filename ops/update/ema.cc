@@ -116,8 +116,8 @@ bool zero_debias(const OpAttrs& a) { return a.param<EmaParam>().init == "zero_de
 class EmaKernel final : public update::UpdateKernel<EmaParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     float* ema = in[0].data<float>();
     const float* w = in[1].data<float>();
     // Schedules are evaluated on the host, once per call: t is a CPU scalar.
@@ -125,15 +125,19 @@ class EmaKernel final : public update::UpdateKernel<EmaParam> {
     const float om = 1.f - d;  // exact (Sterbenz): d + om == 1, so a constant stays put
     float* o = out[0].data<float>();
     if (d == 0.f) {
-      update::apply(o, req[0], in[0].size(), [=](int64_t i) { return ema[i] = w[i]; });
+      update::apply(o, req[0], r, [=](int64_t i) { return ema[i] = w[i]; });
     } else {
-      update::apply(o, req[0], in[0].size(),
+      update::apply(o, req[0], r,
                     [=](int64_t i) { return ema[i] = d * ema[i] + om * w[i]; });
     }
-    if (in.size() > 3) {
-      float* norm = in[3].data<float>();
-      norm[0] = d == 0.f ? 1.f : d * norm[0] + om;
-    }
+  }
+  // The debias norm (zero_debias) is one element: once per call, not per range.
+  void once(const OpContext&, std::span<const NDArray> in, std::span<const Req>,
+            std::span<const NDArray>) override {
+    if (in.size() <= 3) return;
+    const float d = f32(ema_decay(p_, static_cast<double>(in[2].data<float>()[0])));
+    float* norm = in[3].data<float>();
+    norm[0] = d == 0.f ? 1.f : d * norm[0] + (1.f - d);
   }
 };
 
@@ -143,15 +147,15 @@ const auto kNoSchema = ParamSchema<NoParam>();
 class DebiasKernel final : public update::UpdateKernel<NoParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const float* ema = in[0].data<float>();
     const float q = in[1].data<float>()[0];
     // Division, not a reciprocal multiply: ema = w·q exactly gives back w exactly.
     if (q == 0.f)
-      update::apply(out[0].data<float>(), req[0], in[0].size(), [=](int64_t i) { return ema[i]; });
+      update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) { return ema[i]; });
     else
-      update::apply(out[0].data<float>(), req[0], in[0].size(),
+      update::apply(out[0].data<float>(), req[0], r,
                     [=](int64_t i) { return ema[i] / q; });
   }
 };

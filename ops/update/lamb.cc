@@ -58,8 +58,8 @@ const auto kPhase2Schema =
 class LambPhase1Kernel final : public update::UpdateKernel<LambPhase1Param> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float* mean = in[2].data<float>();
@@ -73,7 +73,7 @@ class LambPhase1Kernel final : public update::UpdateKernel<LambPhase1Param> {
       c1 = static_cast<float>(1.0 - static_cast<float>(std::pow(double{b1}, t)));
       c2 = static_cast<float>(1.0 - static_cast<float>(std::pow(double{b2}, t)));
     }
-    update::apply(out[0].data<float>(), req[0], in[0].size(), [=](int64_t i) {
+    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
       const float gr = clip(g[i] * rs, c);
       const float m = b1 * mean[i] + (1.f - b1) * gr;
       const float v = b2 * var[i] + (1.f - b2) * gr * gr;
@@ -87,8 +87,8 @@ class LambPhase1Kernel final : public update::UpdateKernel<LambPhase1Param> {
 class LambPhase2Kernel final : public update::UpdateKernel<LambPhase2Param> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float r1 = in[2].data<float>()[0];
@@ -97,7 +97,7 @@ class LambPhase2Kernel final : public update::UpdateKernel<LambPhase2Param> {
     if (p_.upper_bound >= 0) r1 = std::min(r1, f32(p_.upper_bound));
     const float base = update::scalar_or(in, 4, p_.lr_input, p_.lr);
     const float lr = (r1 == 0.f || r2 == 0.f) ? base : base * r1 / r2;
-    update::apply(out[0].data<float>(), req[0], in[0].size(),
+    update::apply(out[0].data<float>(), req[0], r,
                   [=](int64_t i) { return w[i] - lr * g[i]; });
   }
 };

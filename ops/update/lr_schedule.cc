@@ -118,8 +118,8 @@ double schedule(const LrParam& p, double t) {
 class LrKernel final : public update::UpdateKernel<LrParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const double t = std::round(static_cast<double>(in[0].data<float>()[0]));
     double lr = schedule(p_, t) * p_.scale;
     if (p_.bias_correction == "adam")

@@ -40,8 +40,8 @@ ParamSchema<RMSPropParam> rmsprop_schema(bool centered) {
 class RMSPropKernel final : public update::UpdateKernel<RMSPropParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float* n = in[2].data<float>();
@@ -49,7 +49,7 @@ class RMSPropKernel final : public update::UpdateKernel<RMSPropParam> {
     const float lr = update::scalar_or(in, 3, p_.lr_input, p_.lr);
     const float rs = f32(p_.rescale_grad);
     const float c = clip_bound(p_.clip_gradient), cw = clip_bound(p_.clip_weights);
-    update::apply(out[0].data<float>(), req[0], in[0].size(), [=](int64_t i) {
+    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
       const float gr = clip(rs * g[i] + wd * w[i], c);
       const float nn = (1.f - g1) * (gr * gr) + g1 * n[i];
       n[i] = nn;
@@ -61,8 +61,8 @@ class RMSPropKernel final : public update::UpdateKernel<RMSPropParam> {
 class RMSPropAlexKernel final : public update::UpdateKernel<RMSPropParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float* n = in[2].data<float>();
@@ -72,7 +72,7 @@ class RMSPropAlexKernel final : public update::UpdateKernel<RMSPropParam> {
     const float lr = update::scalar_or(in, 5, p_.lr_input, p_.lr);
     const float wd = f32(p_.wd), rs = f32(p_.rescale_grad);
     const float c = clip_bound(p_.clip_gradient), cw = clip_bound(p_.clip_weights);
-    update::apply(out[0].data<float>(), req[0], in[0].size(), [=](int64_t i) {
+    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
       const float gr = clip(rs * g[i] + wd * w[i], c);
       const float nn = (1.f - g1) * gr * gr + g1 * n[i];
       const float gg = (1.f - g1) * gr + g1 * ga[i];

@@ -53,13 +53,13 @@ const auto kNAGMomSchema =
 class SGDKernel final : public update::UpdateKernel<SGDParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     const float lr = update::scalar_or(in, 2, p_.lr_input, p_.lr), decay = 1.f - lr * f32(p_.wd), rs = f32(p_.rescale_grad);
     const float c = clip_bound(p_.clip_gradient);
-    update::apply(out[0].data<float>(), req[0], in[0].size(),
+    update::apply(out[0].data<float>(), req[0], r,
                   [=](int64_t i) { return decay * w[i] - lr * clip(rs * g[i], c); });
   }
 };
@@ -67,8 +67,8 @@ class SGDKernel final : public update::UpdateKernel<SGDParam> {
 class SGDMomKernel final : public update::UpdateKernel<SGDMomParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float* mom = in[2].data<float>();
@@ -76,7 +76,7 @@ class SGDMomKernel final : public update::UpdateKernel<SGDMomParam> {
     const float lr_wd = lr * f32(p_.wd);
     const float rs = f32(p_.rescale_grad);
     const float c = clip_bound(p_.clip_gradient);
-    update::apply(out[0].data<float>(), req[0], in[0].size(), [=](int64_t i) {
+    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
       const float m = mu * mom[i] - lr_wd * w[i] - lr * clip(rs * g[i], c);
       mom[i] = m;
       return w[i] + m;
@@ -87,8 +87,8 @@ class SGDMomKernel final : public update::UpdateKernel<SGDMomParam> {
 class NAGMomKernel final : public update::UpdateKernel<SGDMomParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float* mom = in[2].data<float>();
@@ -97,7 +97,7 @@ class NAGMomKernel final : public update::UpdateKernel<SGDMomParam> {
     const float c = clip_bound(p_.clip_gradient);
     // MXNet's kernel writes out before updating mom from weight, so with out=weight and
     // wd != 0 its mom sees the new weight; here both use the old weight, as its formula says.
-    update::apply(out[0].data<float>(), req[0], in[0].size(), [=](int64_t i) {
+    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
       const float step = lr * (clip(rs * g[i], c) + wd * w[i]);
       const float m = mu * mom[i] - step;
       mom[i] = m;

@@ -52,8 +52,8 @@ const auto kCounterSchema = ParamSchema<CounterParam>().optional(
 class CounterKernel final : public update::UpdateKernel<CounterParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     float* t = in[0].data<float>();
     const float s = static_cast<float>(p_.step);
     update::apply(out[0].data<float>(), req[0], 1, [=](int64_t) { return t[0] += s; });
@@ -96,8 +96,8 @@ const auto kPredicateSchema =
 class PredicateKernel final : public update::UpdateKernel<PredicateParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     const int64_t t = std::llround(static_cast<double>(in[0].data<float>()[0])) + p_.offset;
     const int64_t m = ((t % p_.k) + p_.k) % p_.k;
     const float v = m == p_.r ? 1.f : 0.f;
@@ -135,18 +135,17 @@ const auto kAccumulateSchema = ParamSchema<AccumulateParam>().optional(
 class AccumulateKernel final : public update::UpdateKernel<AccumulateParam> {
  public:
   using UpdateKernel::UpdateKernel;
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
     float* acc = in[0].data<float>();
     const float* g = in[1].data<float>();
     const bool first = in[2].data<float>()[0] != 0.f;
     const float s = f32(p_.scale);
     float* o = out[0].data<float>();
-    const int64_t n = in[0].size();
     if (first)
-      update::apply(o, req[0], n, [=](int64_t i) { return acc[i] = s * g[i]; });
+      update::apply(o, req[0], r, [=](int64_t i) { return acc[i] = s * g[i]; });
     else
-      update::apply(o, req[0], n, [=](int64_t i) { return acc[i] += s * g[i]; });
+      update::apply(o, req[0], r, [=](int64_t i) { return acc[i] += s * g[i]; });
   }
 };
 

@@ -4,11 +4,11 @@
 
 namespace loom::update {
 
-void keep_weight(const NDArray& weight, const NDArray& out, Req req) {
+void keep_weight(const NDArray& weight, const NDArray& out, Req req, Range r) {
   const float* w = weight.data<float>();
   float* o = out.data<float>();
   if (req == Req::kNull || (req != Req::kAdd && o == w)) return;
-  apply(o, req, weight.size(), [=](int64_t i) { return w[i]; });
+  apply(o, req, r, [=](int64_t i) { return w[i]; });
 }
 
 void check_f32(const KernelArgs& args) {

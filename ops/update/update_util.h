@@ -34,19 +34,27 @@ inline float f32(double v) { return static_cast<float>(v); }
 /// min(max(v, -b), b), passing NaN through as mshadow's clip does.
 inline float clip(float v, float b) { return v > b ? b : (v < -b ? -b : v); }
 
-/// The fused update over n elements. step(i) updates element i of the states in place and
-/// returns the new weight, which is then stored per req: kWrite/kInplace store, kAdd adds,
-/// kNull drops it (the states are updated regardless, as MXNet's kernels do). Under kInplace
-/// `out` aliases `weight`: step(i) reads weight[i] before out[i] is written.
+/// A range of elements an update runs over: all of them (`parallel`: split among OpenMP
+/// threads when large) or one piece of a bucket (the caller already runs in parallel).
+struct Range {
+  int64_t begin = 0, end = 0;
+  bool parallel = true;
+};
+
+/// The fused update over the elements of `r`. step(i) updates element i of the states in
+/// place and returns the new weight, which is then stored per req: kWrite/kInplace store,
+/// kAdd adds, kNull drops it (the states are updated regardless, as MXNet's kernels do).
+/// Under kInplace `out` aliases `weight`: step(i) reads weight[i] before out[i] is written.
 template <class Step>
-void apply(float* out, Req req, int64_t n, Step step) {
+void apply(float* out, Req req, Range r, Step step) {
+  const int64_t b = r.begin, e = r.end;
   auto loop = [&](auto body) {
-    if (n >= kParallelMin) {
+    if (r.parallel && e - b >= kParallelMin) {
 #pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < n; ++i) body(i);
+      for (int64_t i = b; i < e; ++i) body(i);
     } else {
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) body(i);
+      for (int64_t i = b; i < e; ++i) body(i);
     }
   };
   switch (req) {
@@ -55,9 +63,14 @@ void apply(float* out, Req req, int64_t n, Step step) {
     default: loop([&](int64_t i) { out[i] = step(i); }); break;
   }
 }
+/// apply over all n elements.
+template <class Step>
+void apply(float* out, Req req, int64_t n, Step step) {
+  apply(out, req, Range{0, n, true}, step);
+}
 
 /// Copies weight into out per req (kInplace aliasing is a no-op): the result of a skipped update.
-void keep_weight(const NDArray& weight, const NDArray& out, Req req);
+void keep_weight(const NDArray& weight, const NDArray& out, Req req, Range r);
 
 /// Throws unless every input and output is float32, the only dtype these kernels support.
 void check_f32(const KernelArgs& args);
@@ -86,9 +99,29 @@ inline float scalar_or(std::span<const NDArray> in, size_t idx, bool on, double 
   return on ? in[idx].data<float>()[0] : static_cast<float>(attr);
 }
 
+/// An element-wise update kernel that can run over part of its elements, so that the
+/// bucket op (`_loom_bucket`, ops/update/bucket.cc) can update many parameters in one
+/// parallel pass. run() covers the elements of `r` and may be called concurrently for
+/// disjoint ranges; once() holds what must happen exactly once per call (one-element
+/// states such as the EMA's debias norm) and runs after every range.
+class RangeKernel : public Kernel {
+ public:
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) final {
+    run(ctx, in, req, out, Range{0, elements(in), true});
+    once(ctx, in, req, out);
+  }
+  virtual void run(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+                   std::span<const NDArray> out, Range r) = 0;
+  virtual void once(const OpContext&, std::span<const NDArray>, std::span<const Req>,
+                    std::span<const NDArray>) {}
+  /// The number of elements the update runs over (the first input's).
+  static int64_t elements(std::span<const NDArray> in) { return in[0].size(); }
+};
+
 /// Base of the update kernels: keeps the parsed parameters and checks the dtypes.
 template <class P>
-class UpdateKernel : public Kernel {
+class UpdateKernel : public RangeKernel {
  public:
   explicit UpdateKernel(const KernelArgs& a) : p_(a.attrs.param<P>()) { check_f32(a); }
 

@@ -54,12 +54,14 @@ class EMA:
 
 
 def make_step(loss, optimizer="sgd", accumulate=1, ema=None, grad_mean=True, data_names=None,
-              label_names=None, fixed_param_names=None, **optimizer_params):
+              label_names=None, fixed_param_names=None, bucket=True, **optimizer_params):
     """The training-step Symbol of `loss` (see the module doc). optimizer: a
     loom.optimizer.Optimizer or a name with optimizer_params. Parameters are the arguments
     other than data_names + label_names (default: 'data' and names ending in 'label') and
     fixed_param_names. grad_mean: accumulate the mean of the micro-batch gradients (else the
-    sum); rescale_grad applies on top (e.g. 1/b for a summing loss head)."""
+    sum); rescale_grad applies on top (e.g. 1/b for a summing loss head). bucket: fuse the
+    accumulation, update and EMA of all parameters into one pass each, their states laid out
+    in flat buffers (False: one node per parameter)."""
     if not isinstance(optimizer, Optimizer):
         optimizer = _create_optimizer(optimizer, **optimizer_params)
     elif optimizer_params:
@@ -71,7 +73,7 @@ def make_step(loss, optimizer="sgd", accumulate=1, ema=None, grad_mean=True, dat
         inputs = list(data_names or ()) + list(label_names or ())
     return _loom._make_step(loss, optimizer._spec(), int(accumulate), bool(grad_mean),
                             None if ema is None else ema._spec(), inputs,
-                            list(fixed_param_names or ()))
+                            list(fixed_param_names or ()), bool(bucket))
 
 
 def bind(step, ctx=None, **shapes):

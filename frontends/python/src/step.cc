@@ -79,19 +79,20 @@ void init_step(py::module_& m) {
   m.def(
       "_make_step",
       [](const Symbol& loss, py::dict opt, int accumulate, bool grad_mean, py::object ema,
-         std::vector<std::string> input_names, std::vector<std::string> fixed) {
+         std::vector<std::string> input_names, std::vector<std::string> fixed, bool bucket) {
         StepOptions o;
         o.accumulate = accumulate;
         o.grad_mean = grad_mean;
         if (!ema.is_none()) o.ema = ema_from(ema);
         o.input_names = std::move(input_names);
         o.fixed_param_names = std::move(fixed);
+        o.bucket = bucket;
         return make_step(loss, optimizer_from(opt), o);
       },
       py::arg("loss"), py::arg("optimizer"), py::arg("accumulate") = 1,
       py::arg("grad_mean") = true, py::arg("ema") = py::none(),
       py::arg("input_names") = std::vector<std::string>{},
-      py::arg("fixed_param_names") = std::vector<std::string>{});
+      py::arg("fixed_param_names") = std::vector<std::string>{}, py::arg("bucket") = true);
   m.def("_classify_step_inputs", [](const Symbol& s) {
     py::dict d;
     for (const auto& [n, k] : classify_step_inputs(s)) {
