@@ -49,6 +49,17 @@ class Kernel {
   /// req[i] is kWrite, kInplace (out[i] aliases an input) or kAdd, or kNull (skip).
   virtual void forward(const OpContext& ctx, std::span<const NDArray> in,
                        std::span<const Req> req, std::span<const NDArray> out) = 0;
+  /// Element-wise kernels (the update ops, buckets) can run over part of their elements, so
+  /// the executor can run a chain of them chunk by chunk while the chunk is in cache: the
+  /// element count of each tensor they update, in order (empty: not element-wise).
+  virtual std::vector<int64_t> range_partition() const { return {}; }
+  /// Elements [begin, end) of the concatenated partition; serial, and called concurrently
+  /// for disjoint ranges. forward() == every range, then forward_once().
+  virtual void forward_range(const OpContext&, std::span<const NDArray>, std::span<const Req>,
+                             std::span<const NDArray>, int64_t /*begin*/, int64_t /*end*/) {}
+  /// What must happen once per call, after every range (one-element states).
+  virtual void forward_once(const OpContext&, std::span<const NDArray>, std::span<const Req>,
+                            std::span<const NDArray>) {}
   /// Computes input gradients. Arrays the op did not declare in `GradDeps` are none.
   /// req has one entry per input (aux and no-grad inputs are kNull).
   virtual void backward(const OpContext& ctx, std::span<const NDArray> out_grad,

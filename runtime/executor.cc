@@ -1,5 +1,7 @@
 #include "runtime/executor.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "graph/infer.h"
@@ -17,6 +19,10 @@ struct Executor::Step {
   size_t n_in = 0, n_out = 0;  // forward: in, out; backward: out_grad/in_data/out_data sizes
   size_t n_og = 0, n_id = 0, n_od = 0, n_ig = 0;
   NDArray pred;  // predicated nodes: skipped while pred[0] == 0
+  std::vector<int> mutated;  // forward: inputs the kernel writes in place (op_aux)
+  // A chain of element-wise steps run chunk by chunk (kernel == nullptr): see fuse_chains.
+  std::vector<Step> chain;
+  std::vector<int64_t> partition;  // the element-wise kernel's range_partition()
 };
 
 Executor::~Executor() = default;
@@ -28,6 +34,7 @@ namespace {
 /// holding them back to back (each view 64-byte aligned). Returns entry -> view.
 std::map<uint32_t, NDArray> bucket_views(const IndexedGraph& g, const ExecGraph& eg, Device dev) {
   std::map<uint32_t, NDArray> views;
+  size_t buckets = 0;
   for (const ExecNode& n : eg.nodes) {
     if (n.kind != ExecNode::Kind::kForward || !n.attrs || !n.attrs->op->contiguous_inputs)
       continue;
@@ -50,9 +57,13 @@ std::map<uint32_t, NDArray> bucket_views(const IndexedGraph& g, const ExecGraph&
         off.push_back(bytes);
         bytes += (static_cast<size_t>(eg.shapes[e].numel()) * esz + 63) / 64 * 64;
       }
-      NDArray flat = NDArray::zeros(Shape{static_cast<int64_t>(bytes / esz)}, t, dev);
+      // Buffers start at staggered offsets modulo 4 KiB (page-aligned allocations would put
+      // element i of every bucket at the same offset: 4K aliasing between the loads and
+      // stores of one update halves its bandwidth).
+      const size_t skew = (++buckets * 320) % 4096;
+      NDArray flat = NDArray::zeros(Shape{static_cast<int64_t>((bytes + skew) / esz)}, t, dev);
       for (size_t k = 0; k < es.size(); ++k)
-        views[es[k]] = NDArray(flat.storage(), flat.offset() + off[k], eg.shapes[es[k]], t);
+        views[es[k]] = NDArray(flat.storage(), flat.offset() + skew + off[k], eg.shapes[es[k]], t);
     }
   }
   return views;
@@ -270,6 +281,8 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       }
       s.n_in = n.in.size();
       s.n_out = n.out.size();
+      s.mutated = op_aux(*n.attrs);
+      s.partition = s.kernel->range_partition();
       if (n.pred != kNoEntry) {
         s.pred = entries_[n.pred];
         if (dev_.type != DeviceType::kCPU)
@@ -290,6 +303,112 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     (i < eg_.num_forward_nodes ? fwd_steps_ : bwd_steps_).push_back(std::move(s));
   }
   kernels_ = std::move(kernels);
+  if (dev_.type == DeviceType::kCPU && opts.fuse_chains) fuse_chains(fwd_steps_);
+}
+
+namespace {
+
+bool overlap(const NDArray& a, const NDArray& b) {
+  if (a.is_none() || b.is_none() || a.storage() != b.storage()) return false;
+  return a.offset() < b.offset() + b.nbytes() && b.offset() < a.offset() + a.nbytes();
+}
+
+}  // namespace
+
+// Consecutive element-wise steps (Kernel::range_partition) over the same partition and
+// predicate become one chain, run chunk by chunk so each chunk is still in cache for the
+// next step (an optimizer update then the EMA of the new weights: one pass over memory).
+// A later step may read what an earlier one wrote only element for element: the same array
+// as an earlier output of the same tensor. Any other overlap of written and read arrays
+// (a one-element state written once per call, a shifted view) keeps the steps apart.
+void Executor::fuse_chains(std::vector<Step>& steps) {
+  auto tensor_of = [](const Step& s, size_t k, size_t n) {
+    return k / std::max<size_t>(1, n / s.partition.size());
+  };
+  // Arrays step s writes: outputs (with their tensor) and mutated inputs.
+  auto writes = [&](const Step& s, auto f) {
+    for (size_t j = 0; j < s.n_out; ++j) f(s.arrays[s.n_in + j], true, tensor_of(s, j, s.n_out));
+    for (int k : s.mutated)
+      f(s.arrays[static_cast<size_t>(k)], false, tensor_of(s, static_cast<size_t>(k), s.n_in));
+  };
+  // True when `x` (tensor t) may follow writes of `a` in a chunked chain.
+  auto safe_after = [&](const Step& a, const NDArray& x, size_t t) {
+    bool touched = false, aligned = false;
+    writes(a, [&](const NDArray& y, bool is_out, size_t ty) {
+      if (!overlap(x, y)) return;
+      touched = true;
+      aligned = aligned || (is_out && x.same_memory(y) && x.nbytes() == y.nbytes() && ty == t);
+    });
+    return !touched || aligned;
+  };
+  auto can_follow = [&](const Step& a, const Step& b) {
+    for (size_t k = 0; k < b.n_in; ++k)
+      if (!safe_after(a, b.arrays[k], tensor_of(b, k, b.n_in))) return false;
+    bool ok = true;  // b's writes against a's reads and writes
+    writes(b, [&](const NDArray& y, bool, size_t ty) {
+      for (size_t k = 0; k < a.n_in + a.n_out; ++k) {
+        const NDArray& x = a.arrays[k];
+        size_t tx = k < a.n_in ? tensor_of(a, k, a.n_in) : tensor_of(a, k - a.n_in, a.n_out);
+        if (overlap(x, y) && !(x.same_memory(y) && x.nbytes() == y.nbytes() && tx == ty)) ok = false;
+      }
+    });
+    return ok;
+  };
+  std::vector<Step> out;
+  for (auto& s : steps) {
+    Step* prev = out.empty() ? nullptr : &out.back();
+    const Step* tail = prev ? (prev->chain.empty() ? prev : &prev->chain.back()) : nullptr;
+    bool fuse = tail && !s.backward && !tail->backward && !s.partition.empty() &&
+                s.partition == tail->partition &&
+                (s.pred.is_none() ? tail->pred.is_none()
+                                  : !tail->pred.is_none() && s.pred.same_memory(tail->pred));
+    if (fuse) {
+      if (prev->chain.empty()) fuse = can_follow(*prev, s);
+      for (const auto& m : prev->chain) fuse = fuse && can_follow(m, s);
+    }
+    if (!fuse) {
+      out.push_back(std::move(s));
+      continue;
+    }
+    if (prev->chain.empty()) {
+      Step group;
+      group.pred = prev->pred;
+      group.partition = prev->partition;
+      group.chain.push_back(std::move(*prev));
+      *prev = std::move(group);
+    }
+    prev->chain.push_back(std::move(s));
+    ++fused_chains_;
+  }
+  steps = std::move(out);
+}
+
+void Executor::run_chain(Step& s, const OpContext& ctx) {
+  int64_t total = 0;
+  for (int64_t n : s.partition) total += n;
+  auto range = [&](int64_t lo, int64_t hi) {
+    // Chunks of 8192 elements (32 KiB per array) stay in L1/L2 from one step to the next.
+    for (int64_t c = lo; c < hi; c += 8192)
+      for (auto& m : s.chain) {
+        std::span<const NDArray> a(m.arrays);
+        m.kernel->forward_range(ctx, a.subspan(0, m.n_in), m.req, a.subspan(m.n_in, m.n_out), c,
+                                std::min(hi, c + 8192));
+      }
+  };
+  if (total < (1 << 15) || omp_get_max_threads() == 1) {
+    range(0, total);
+  } else {
+#pragma omp parallel
+    {
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t units = (total + 15) / 16;
+      range(std::min(total, units * t / nt * 16), std::min(total, units * (t + 1) / nt * 16));
+    }
+  }
+  for (auto& m : s.chain) {
+    std::span<const NDArray> a(m.arrays);
+    m.kernel->forward_once(ctx, a.subspan(0, m.n_in), m.req, a.subspan(m.n_in, m.n_out));
+  }
 }
 
 void Executor::run(std::vector<Step>& steps, bool is_train) {
@@ -301,6 +420,10 @@ void Executor::run(std::vector<Step>& steps, bool is_train) {
   ctx.workspace = workspace_.is_none() ? nullptr : workspace_.raw();
   for (auto& s : steps) {
     if (!s.pred.is_none() && *s.pred.data<float>() == 0.f) continue;
+    if (!s.chain.empty()) {
+      run_chain(s, ctx);
+      continue;
+    }
     std::span<const NDArray> a(s.arrays);
     if (!s.backward) {
       s.kernel->forward(ctx, a.subspan(0, s.n_in), s.req, a.subspan(s.n_in, s.n_out));

@@ -19,6 +19,8 @@ struct BindOptions {
   Req default_req = Req::kWrite;
   std::map<std::string, Req> grad_req;
   std::map<std::string, DType> type_dict;
+  /// Run consecutive element-wise steps (updates, EMA) chunk by chunk in one pass (CPU).
+  bool fuse_chains = true;
 };
 
 class Executor {
@@ -64,6 +66,8 @@ class Executor {
   /// Bytes of intermediate buffers the memory plan allocated (and would without reuse).
   size_t planned_bytes() const { return plan_.total_bytes; }
   size_t unplanned_bytes() const { return plan_.naive_bytes; }
+  /// Element-wise steps joined to the one before them in chunked chains (fuse_chains).
+  size_t fused_steps() const { return fused_chains_; }
   /// Copies values of same-named arguments / aux states (as MXNet's copy_params_from).
   void copy_params_from(const std::map<std::string, NDArray>& arg_params,
                         const std::map<std::string, NDArray>& aux_params = {},
@@ -77,6 +81,8 @@ class Executor {
              const std::map<std::string, NDArray>* aux, const BindOptions& opts);
   struct Step;
   void run(std::vector<Step>& steps, bool is_train);
+  void fuse_chains(std::vector<Step>& steps);
+  void run_chain(Step& s, const OpContext& ctx);
   Symbol sym_;
   Device dev_;
   std::unique_ptr<IndexedGraph> graph_;
@@ -91,6 +97,7 @@ class Executor {
   std::vector<NDArray> zero_grads_;  // add-req args whose gradient is identically zero
   NDArray workspace_;
   std::mt19937_64 rng_;
+  size_t fused_chains_ = 0;
 };
 
 }  // namespace loom

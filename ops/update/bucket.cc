@@ -13,6 +13,8 @@
 // flat array with per-parameter views.
 #include <omp.h>
 
+#include <algorithm>
+
 #include "ops/infer.h"
 #include "ops/update/update_util.h"
 
@@ -120,51 +122,62 @@ class BucketKernel final : public Kernel {
       std::vector<Shape> is = sub(a.in_shapes, i * p_.m, p_.m), os = sub(a.out_shapes, i * p_.o, p_.o);
       std::vector<DType> it = sub(a.in_types, i * p_.m, p_.m), ot = sub(a.out_types, i * p_.o, p_.o);
       auto k = f->second(KernelArgs{p_.attrs[i], is, os, it, ot, a.device});
-      auto* rk = dynamic_cast<update::RangeKernel*>(k.get());
-      if (!rk || k->workspace_bytes() != 0)
+      auto part = k->range_partition();
+      if (part.size() != 1 || k->workspace_bytes() != 0)
         throw Error("node '" + a.attrs.name + "' (op _loom_bucket): op '" + p_.inner->name +
                     "' is not an element-wise update and cannot run in a bucket");
-      range_.push_back(rk);
-      owned_.push_back(std::move(k));
+      kernels_.push_back(std::move(k));
       begin_.push_back(off);
-      off += is[0].numel();
+      sizes_.push_back(part[0]);
+      off += part[0];
     }
     begin_.push_back(off);
   }
 
+  std::vector<int64_t> range_partition() const override { return sizes_; }
+
+  void forward_range(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+                     std::span<const NDArray> out, int64_t lo, int64_t hi) override {
+    // The first tensor that ends after lo, then on while tensors start before hi.
+    size_t i = static_cast<size_t>(std::upper_bound(begin_.begin(), begin_.end() - 1, lo) - begin_.begin()) - 1;
+    for (; i < p_.n && begin_[i] < hi; ++i) {
+      const int64_t b = std::max(lo, begin_[i]), e = std::min(hi, begin_[i + 1]);
+      if (b < e)
+        kernels_[i]->forward_range(ctx, in.subspan(i * p_.m, p_.m), req.subspan(i * p_.o, p_.o),
+                                   out.subspan(i * p_.o, p_.o), b - begin_[i], e - begin_[i]);
+    }
+  }
+
+  void forward_once(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+                    std::span<const NDArray> out) override {
+    for (size_t i = 0; i < p_.n; ++i)
+      kernels_[i]->forward_once(ctx, in.subspan(i * p_.m, p_.m), req.subspan(i * p_.o, p_.o),
+                                out.subspan(i * p_.o, p_.o));
+  }
+
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const size_t m = p_.m, o = p_.o;
-    auto piece = [&](size_t i, int64_t b, int64_t e) {
-      range_[i]->run(ctx, in.subspan(i * m, m), req.subspan(i * o, o), out.subspan(i * o, o),
-                     update::Range{b, e, false});
-    };
     const int64_t total = begin_.back();
     if (total < update::kParallelMin || omp_get_max_threads() == 1) {
-      for (size_t i = 0; i < p_.n; ++i) piece(i, 0, begin_[i + 1] - begin_[i]);
+      forward_range(ctx, in, req, out, 0, total);
     } else {
 #pragma omp parallel
       {
         // This thread's share of the concatenated elements, in 16-element (64-byte) units.
         const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
         const int64_t units = (total + 15) / 16;
-        const int64_t lo = std::min(total, units * t / nt * 16);
-        const int64_t hi = std::min(total, units * (t + 1) / nt * 16);
-        for (size_t i = 0; i < p_.n; ++i) {
-          const int64_t b = std::max(lo, begin_[i]), e = std::min(hi, begin_[i + 1]);
-          if (b < e) piece(i, b - begin_[i], e - begin_[i]);
-        }
+        forward_range(ctx, in, req, out, std::min(total, units * t / nt * 16),
+                      std::min(total, units * (t + 1) / nt * 16));
       }
     }
-    for (size_t i = 0; i < p_.n; ++i)
-      range_[i]->once(ctx, in.subspan(i * m, m), req.subspan(i * o, o), out.subspan(i * o, o));
+    forward_once(ctx, in, req, out);
   }
 
  private:
   const BucketParam& p_;
-  std::vector<std::unique_ptr<Kernel>> owned_;
-  std::vector<update::RangeKernel*> range_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;
   std::vector<int64_t> begin_;  ///< element offset of each tensor, then the total
+  std::vector<int64_t> sizes_;
 };
 
 LOOM_REGISTER_OP("_loom_bucket")

@@ -1,10 +1,12 @@
-// Buckets (ops/update/bucket.cc, StepOptions::bucket): a bucketed step graph computes what
-// the one-node-per-parameter graph computes, for every optimizer and EMA mode; simple_bind
+// Buckets (ops/update/bucket.cc, StepOptions::bucket): a bucketed step graph, its update and
+// EMA run as one chunked chain (Executor fuse_chains), computes what the
+// one-node-per-parameter graph run node by node computes, for every optimizer and EMA mode; simple_bind
 // lays out each kind of state as one flat buffer of per-parameter views; bad buckets fail
 // with clear errors.
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
 #include <random>
 
 #include "graph/json.h"
@@ -58,9 +60,10 @@ Symbol net() {
   return Symbol::Op("SoftmaxOutput", {h}, {}, "softmax");
 }
 
-std::unique_ptr<Executor> bind(const Symbol& step) {
+std::unique_ptr<Executor> bind(const Symbol& step, bool fuse = true) {
   BindOptions o;
   o.default_req = Req::kNull;
+  o.fuse_chains = fuse;
   auto ex = Executor::simple_bind(step, {{"data", Shape{6, 200}}}, o);
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.f, 0.1f);
@@ -73,8 +76,10 @@ std::unique_ptr<Executor> bind(const Symbol& step) {
 }
 
 /// Runs 7 micro-steps (k=3) on fixed data; returns every argument and aux state.
-std::map<std::string, std::vector<float>> train(const Symbol& step) {
-  auto ex = bind(step);
+std::map<std::string, std::vector<float>> train(const Symbol& step, bool fuse = true,
+                                                size_t* fused = nullptr) {
+  auto ex = bind(step, fuse);
+  if (fused) *fused = ex->fused_steps();
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.f, 1.f);
   NDArray x(Shape{6, 200}), y(Shape{6});
@@ -113,9 +118,13 @@ TEST_P(Bucketed, EqualsOneNodePerParameter) {
   // The fused pass splits the concatenated elements among threads: run it with two.
   const int threads = omp_get_max_threads();
   omp_set_num_threads(2);
-  auto a = train(fused);
+  size_t chained = 0;
+  auto a = train(fused, true, &chained);
   omp_set_num_threads(threads);
-  auto b = train(plain);
+  // The reference: one node per parameter, each run on its own (no chunked chains).
+  auto b = train(plain, false);
+  // The update and EMA buckets (same partition, same predicate) run as one chunked chain.
+  EXPECT_GE(chained, 1u);
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [n, v] : b) {
     ASSERT_TRUE(a.count(n)) << n;
@@ -188,6 +197,48 @@ TEST(Bucket, SimpleBindLaysOutEachStateFlat) {
   }
   // Different kinds of state are different buffers.
   EXPECT_NE(ex->arg_dict().at("fc1_weight").storage(), ex->aux_dict().at("fc1_weight_acc").storage());
+}
+
+// Chunked chains: an update followed by the EMA of its output joins; a step reading a
+// one-element state an earlier step writes once per call does not.
+TEST(Chain, JoinsOnlyElementForElementDependencies) {
+  const int64_t n = 100000;  // above the parallel threshold
+  auto w = Symbol::Variable("w"), g = Symbol::Variable("g"), t = Symbol::Variable("t");
+  auto ema = Symbol::Variable("ema"), norm = Symbol::Variable("norm"), w2 = Symbol::Variable("w2");
+  auto upd = Symbol::Op("sgd_update", {w, g}, {{"lr", "0.1"}, {"wd", "0.01"}, {"__inplace__", "(0,)"}}, "upd");
+  auto avg = Symbol::Op("_loom_ema_update", {ema, upd, t, norm},
+                        {{"decay", "0.9"}, {"init", "zero_debias"}, {"__inplace__", "(0,)"}}, "avg");
+  // Reads the norm `avg` writes once per call, as its learning rate.
+  auto upd2 = Symbol::Op("sgd_update", {w2, g, norm}, {{"lr", "1"}, {"lr_input", "True"}, {"__inplace__", "(0,)"}}, "upd2");
+  Symbol graph = Symbol::Group({avg, upd2});
+  auto run = [&](bool fuse, size_t* fused) {
+    BindOptions o;
+    o.default_req = Req::kNull;
+    o.fuse_chains = fuse;
+    auto ex = Executor::simple_bind(graph, {{"w", Shape{n}}, {"t", Shape{1}}}, o);
+    for (auto& [k, v] : ex->arg_dict())
+      for (int64_t i = 0; i < v.size(); ++i) v.data<float>()[i] = std::sin(float(i) + float(k[0]));
+    ex->arg_dict().at("t").fill(5);
+    ex->aux_dict().at("norm").fill(0.5);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(2);
+    for (int i = 0; i < 3; ++i) ex->forward(true);
+    omp_set_num_threads(threads);
+    *fused = ex->fused_steps();
+    std::map<std::string, std::vector<float>> m;
+    for (auto& [k, v] : ex->arg_dict()) m[k].assign(v.data<float>(), v.data<float>() + v.size());
+    for (auto& [k, v] : ex->aux_dict()) m[k].assign(v.data<float>(), v.data<float>() + v.size());
+    return m;
+  };
+  size_t fused = 0, unfused = 0;
+  auto a = run(true, &fused), b = run(false, &unfused);
+  EXPECT_EQ(fused, 1u);  // upd + avg; upd2 stays apart
+  EXPECT_EQ(unfused, 0u);
+  // Equal up to rounding: where a chunk boundary falls decides which elements the
+  // vectorised loop body computes (with fused multiply-adds) and which the scalar tail.
+  for (const auto& [k, v] : b)
+    for (size_t i = 0; i < v.size(); ++i)
+      ASSERT_NEAR(a[k][i], v[i], 4e-7f * std::max(1.f, std::abs(v[i]))) << k << "[" << i << "]";
 }
 
 TEST(Bucket, BadBucketsFailClearly) {
