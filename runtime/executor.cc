@@ -29,9 +29,29 @@ Executor::~Executor() = default;
 
 namespace {
 
+/// Arrays of the given shapes as views of one zero-filled buffer, back to back, each view
+/// 64-byte aligned. The buffer starts at an offset modulo 4 KiB that differs per `index`
+/// (page-aligned buffers would put element i of every bucket at the same offset: 4K
+/// aliasing between the loads and stores of one update costs bandwidth).
+std::vector<NDArray> flat_arrays(const std::vector<Shape>& shapes, DType t, Device dev, size_t index) {
+  const size_t esz = dtype_size(t);
+  std::vector<size_t> off;
+  size_t bytes = 0;
+  for (const Shape& s : shapes) {
+    off.push_back(bytes);
+    bytes += (static_cast<size_t>(s.numel()) * esz + 63) / 64 * 64;
+  }
+  const size_t skew = (index * 320) % 4096;
+  NDArray flat = NDArray::zeros(Shape{static_cast<int64_t>((bytes + skew) / esz)}, t, dev);
+  std::vector<NDArray> v;
+  for (size_t k = 0; k < shapes.size(); ++k)
+    v.emplace_back(flat.storage(), flat.offset() + skew + off[k], shapes[k], t);
+  return v;
+}
+
 /// simple_bind's buckets: for every group of OpDef::contiguous_inputs whose inputs are
-/// distinct variables of one dtype, not placed by an earlier group, one zero-filled buffer
-/// holding them back to back (each view 64-byte aligned). Returns entry -> view.
+/// distinct variables of one dtype, not placed by an earlier group, one buffer holding them
+/// back to back (flat_arrays). Returns entry -> view.
 std::map<uint32_t, NDArray> bucket_views(const IndexedGraph& g, const ExecGraph& eg, Device dev) {
   std::map<uint32_t, NDArray> views;
   size_t buckets = 0;
@@ -49,21 +69,10 @@ std::map<uint32_t, NDArray> bucket_views(const IndexedGraph& g, const ExecGraph&
         es.push_back(e);
       }
       if (!ok) continue;
-      const DType t = eg.types[es[0]];
-      const size_t esz = dtype_size(t);
-      std::vector<size_t> off;
-      size_t bytes = 0;
-      for (uint32_t e : es) {
-        off.push_back(bytes);
-        bytes += (static_cast<size_t>(eg.shapes[e].numel()) * esz + 63) / 64 * 64;
-      }
-      // Buffers start at staggered offsets modulo 4 KiB (page-aligned allocations would put
-      // element i of every bucket at the same offset: 4K aliasing between the loads and
-      // stores of one update halves its bandwidth).
-      const size_t skew = (++buckets * 320) % 4096;
-      NDArray flat = NDArray::zeros(Shape{static_cast<int64_t>((bytes + skew) / esz)}, t, dev);
-      for (size_t k = 0; k < es.size(); ++k)
-        views[es[k]] = NDArray(flat.storage(), flat.offset() + skew + off[k], eg.shapes[es[k]], t);
+      std::vector<Shape> shapes;
+      for (uint32_t e : es) shapes.push_back(eg.shapes[e]);
+      auto arrays = flat_arrays(shapes, eg.types[es[0]], dev, ++buckets);
+      for (size_t k = 0; k < es.size(); ++k) views[es[k]] = arrays[k];
     }
   }
   return views;
@@ -185,7 +194,20 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     entries_[e] = a;
     external[e] = true;
   }
-  // Gradient arrays.
+  // Gradient arrays (simple_bind: one flat buffer per dtype, per-argument views).
+  std::map<size_t, NDArray> flat_grads;
+  if (!args_grad) {
+    std::map<DType, std::vector<size_t>> by_type;
+    for (size_t i = 0; i < arg_ids.size(); ++i)
+      if (reqs_[i] != Req::kNull) by_type[eg_.types[g.entry_id(arg_ids[i], 0)]].push_back(i);
+    size_t index = 0;
+    for (const auto& [t, idx] : by_type) {
+      std::vector<Shape> shapes;
+      for (size_t i : idx) shapes.push_back(eg_.shapes[g.entry_id(arg_ids[i], 0)]);
+      auto arrays = flat_arrays(shapes, t, dev_, 8 + index++);
+      for (size_t k = 0; k < idx.size(); ++k) flat_grads[idx[k]] = arrays[k];
+    }
+  }
   std::vector<Req> entry_req(ne, Req::kWrite);
   for (size_t i = 0; i < arg_ids.size(); ++i) {
     uint32_t src = g.entry_id(arg_ids[i], 0);
@@ -198,7 +220,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       gr = args_grad->at(arg_names_[i]);
       check_array(gr, src, "gradient of '" + arg_names_[i] + "'");
     } else {
-      gr = NDArray::zeros(eg_.shapes[src], eg_.types[src], dev_);
+      gr = flat_grads.at(i);
     }
     grads_.push_back(gr);
     uint32_t e = eg_.arg_grad[i];

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "graph/json.h"
 #include "graph/step_builder.h"
@@ -197,6 +198,20 @@ TEST(Bucket, SimpleBindLaysOutEachStateFlat) {
   }
   // Different kinds of state are different buffers.
   EXPECT_NE(ex->arg_dict().at("fc1_weight").storage(), ex->aux_dict().at("fc1_weight_acc").storage());
+}
+
+TEST(Bucket, SimpleBindGradientsShareOneBuffer) {
+  auto ex = Executor::simple_bind(net(), {{"data", Shape{6, 200}}},
+                                  BindOptions{.grad_req = {{"data", Req::kNull}, {"softmax_label", Req::kNull}}});
+  auto grads = ex->grad_dict();
+  ASSERT_EQ(grads.size(), 6u);
+  std::set<size_t> offsets;
+  for (const auto& [n, gr] : grads) {
+    EXPECT_EQ(gr.storage(), grads.at("fc1_weight").storage()) << n;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(gr.raw()) % 64, 0u) << n;
+    offsets.insert(gr.offset());
+  }
+  EXPECT_EQ(offsets.size(), grads.size());
 }
 
 // Chunked chains: an update followed by the EMA of its output joins; a step reading a
