@@ -56,6 +56,38 @@ class Kernel {
                         std::span<const Req> req, std::span<const NDArray> in_grad);
 };
 
+/// One tensor slot of a node: forward input/output i, or the gradient of input/output i.
+struct LayoutSlot {
+  enum Kind : uint8_t { kIn, kOut, kInGrad, kOutGrad };
+  Kind kind;
+  int index;
+};
+
+/// Which slots an op's kernel can take in a blocked layout. Slots in one group always get
+/// the same layout; slots in no group stay plain. The executor blocks an entry only when
+/// every node touching it (forward and backward) allows it.
+struct LayoutRule {
+  std::vector<std::vector<LayoutSlot>> groups;
+  /// The op is faster on blocked data (convolution, pooling): only entries connected to
+  /// such an op are blocked at all.
+  bool prefers_blocked = false;
+};
+/// Given the node's attributes and input shapes.
+using LayoutRuleFn = std::function<LayoutRule(const OpAttrs&, const std::vector<Shape>& in)>;
+/// Rule for element-wise ops whose kernels index every operand alike: all inputs, outputs
+/// and their gradients share one layout.
+LayoutRule elementwise_layout_rule(int n_in, int n_out);
+
+/// Layouts of one node's tensors, by slot (empty vectors = all plain).
+struct NodeLayouts {
+  std::vector<Layout> in, out, in_grad, out_grad;
+  Layout get(LayoutSlot::Kind k, size_t i) const {
+    const auto& v = k == LayoutSlot::kIn ? in : k == LayoutSlot::kOut ? out
+                    : k == LayoutSlot::kInGrad ? in_grad : out_grad;
+    return i < v.size() ? v[i] : Layout::kPlain;
+  }
+};
+
 /// What a kernel factory is given: attributes, inferred shapes/types and the device.
 struct KernelArgs {
   const OpAttrs& attrs;
@@ -64,6 +96,12 @@ struct KernelArgs {
   const std::vector<DType>& in_types;
   const std::vector<DType>& out_types;
   Device device;
+  /// Layouts the executor chose for this node's tensors; null = all plain. Only ops with a
+  /// `layout_rule` ever see a blocked layout, and only in slots the rule allows.
+  const NodeLayouts* layouts = nullptr;
+  Layout layout(LayoutSlot::Kind k, size_t i) const {
+    return layouts ? layouts->get(k, i) : Layout::kPlain;
+  }
 };
 using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelArgs&)>;
 
@@ -131,6 +169,8 @@ struct OpDef {
   std::map<int, std::string> input_init;
   std::map<DeviceType, KernelFactory> kernels;
   std::vector<OpSample> samples;
+  /// Blocked layouts the CPU kernel handles (default none: every tensor plain).
+  LayoutRuleFn layout_rule;
 
   // ---- builder-style setters, used by registrations ----
   OpDef& describe(std::string d) { doc = std::move(d); return *this; }
@@ -167,6 +207,7 @@ struct OpDef {
     return kernel(DeviceType::kCPU, [](const KernelArgs& a) { return std::make_unique<K>(a); });
   }
   OpDef& sample(OpSample s) { samples.push_back(std::move(s)); return *this; }
+  OpDef& layouts(LayoutRuleFn fn) { layout_rule = std::move(fn); return *this; }
 };
 
 /// Get-or-create by canonical name (the .cc and .cu of one op share the OpDef).

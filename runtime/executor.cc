@@ -2,7 +2,11 @@
 
 #include <algorithm>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "graph/infer.h"
+#include "graph/layout_plan.h"
 #include "runtime/imperative.h"
 
 namespace loom {
@@ -183,6 +187,15 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     }
   for (auto h : eg_.heads) outputs_.push_back(entries_[h]);
 
+  // Layouts: intermediates may stay channel-blocked between ops that handle it
+  // (LOOM_LAYOUT_PROPAGATION=0 keeps every entry plain).
+  std::vector<bool> fixed_plain(ne);
+  for (size_t e = 0; e < ne; ++e) fixed_plain[e] = external[e] || pinned[e];
+  const char* lp = std::getenv("LOOM_LAYOUT_PROPAGATION");
+  int block = lp && std::strcmp(lp, "0") == 0 ? 1 : device_backend(dev_.type).channel_block();
+  Layout blocked = block == 16 ? Layout::kNChw16c : block == 8 ? Layout::kNChw8c : Layout::kPlain;
+  std::vector<NodeLayouts> node_layouts = kernel_layouts(eg_, plan_layouts(eg_, fixed_plain, blocked));
+
   // Kernels: one per op node; backward nodes reuse their forward node's kernel.
   std::vector<Kernel*> kernel_of(eg_.nodes.size(), nullptr);
   std::vector<Kernel*> kernel_of_graph_node(g.num_nodes(), nullptr);
@@ -199,7 +212,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     std::vector<DType> it_, ot;
     for (auto e : n.in) is.push_back(eg_.shapes[e]), it_.push_back(eg_.types[e]);
     for (auto e : n.out) os.push_back(eg_.shapes[e]), ot.push_back(eg_.types[e]);
-    KernelArgs ka{*n.attrs, is, os, it_, ot, dev_};
+    KernelArgs ka{*n.attrs, is, os, it_, ot, dev_, &node_layouts[i]};
     kernels.push_back(it->second(ka));
     kernel_of[i] = kernels.back().get();
     if (n.graph_node != kNoEntry) kernel_of_graph_node[n.graph_node] = kernel_of[i];

@@ -112,7 +112,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     }
     // oneDNN picks every layout (its direct JIT kernels want blocked activations, and its
     // plain-layout gemm backward is slow, 100x for depthwise); the layer reorders to and from
-    // Loom's plain arrays around each call.
+    // Loom's arrays where their layouts differ.
     auto src = any_md(to_dims(a.in_shapes[0])), dst = any_md(to_dims(a.out_shapes[0]));
     auto w = any_md(wdims);
     auto bias = p_.no_bias ? memory::desc() : plain_md({p_.num_filter});
@@ -132,8 +132,18 @@ class ConvKernel final : public nn::WeightedLayerKernel {
                            : convolution_backward_weights::desc(algo, src, w, bias, dst, strides,
                                                                 dilates, pad, pad);
       convolution_backward_weights::primitive_desc bwpd(wd, eng, fpd);
-      layer_.emplace(fpd, bdpd, bwpd, plain_md(to_dims(a.in_shapes[0])), plain_md(wdims), bias,
-                     plain_md(to_dims(a.out_shapes[0])));
+      // Loom's arrays: data and output (and their gradients) plain or channel-blocked, as
+      // the executor's layout plan chose; weights plain.
+      auto md = [&](const Shape& s, LayoutSlot::Kind k) {
+        return dnnl_util::layout_md(to_dims(s), a.layout(k, 0));
+      };
+      layer_.emplace(fpd, bdpd, bwpd,
+                     nn::LayerDescs{.src = md(a.in_shapes[0], LayoutSlot::kIn),
+                                    .weights = plain_md(wdims),
+                                    .bias = bias,
+                                    .dst = md(a.out_shapes[0], LayoutSlot::kOut),
+                                    .diff_src = md(a.in_shapes[0], LayoutSlot::kInGrad),
+                                    .diff_dst = md(a.out_shapes[0], LayoutSlot::kOutGrad)});
     } catch (const dnnl::error& e) {
       dnnl_util::rethrow(e, "Convolution node '" + a.attrs.name + "'");
     }
@@ -155,6 +165,15 @@ LOOM_REGISTER_OP("Convolution")
     .shape_fn(conv_infer_shape)
     .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = false})
     .cpu<ConvKernel>()
+    // 2-D convolution takes data, output and both gradients in any layout, each on its own.
+    .layouts([](const OpAttrs&, const std::vector<Shape>& in) {
+      if (in.empty() || in[0].ndim() != 4) return LayoutRule{};
+      return LayoutRule{{{{LayoutSlot::kIn, 0}},
+                         {{LayoutSlot::kOut, 0}},
+                         {{LayoutSlot::kInGrad, 0}},
+                         {{LayoutSlot::kOutGrad, 0}}},
+                        true};
+    })
     .sample({.attrs = {{"kernel", "(3, 3)"}, {"num_filter", "4"}, {"pad", "(1, 1)"}},
              .in_shapes = {{2, 3, 5, 5}, {4, 3, 3, 3}, {4}}})
     .sample({.attrs = {{"kernel", "(3, 2)"},

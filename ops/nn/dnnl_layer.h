@@ -1,9 +1,9 @@
-// A oneDNN layer with weights (convolution, inner product) run on Loom's plain arrays.
-// The forward, backward-data and backward-weights primitives are built once per bind. Every
-// tensor goes through a LayoutBridge: when a primitive chose a layout other than Loom's plain
-// one (blocked activations, blocked weights) the tensor is reordered per call (weights
-// change in training; activations between ops stay plain), and outputs the primitives cannot
-// accumulate go through scratch.
+// A oneDNN layer with weights (convolution, deconvolution) run on Loom's arrays. The
+// forward, backward-data and backward-weights primitives are built once per bind. Every
+// tensor goes through a LayoutBridge: when a primitive chose a layout other than the one
+// Loom's array has (weights are plain; activations plain or channel-blocked, as the
+// executor's layout plan chose) the tensor is reordered per call (weights change in
+// training), and outputs the primitives cannot accumulate go through scratch.
 #pragma once
 
 #include <optional>
@@ -16,32 +16,43 @@
 
 namespace loom::nn {
 
+/// The descriptors of Loom's arrays around a weighted layer: data, weights, bias (zero desc
+/// when absent), output, and the gradients of data and output.
+struct LayerDescs {
+  dnnl::memory::desc src, weights, bias, dst, diff_src, diff_dst;
+};
+
 class DnnlWeightedLayer {
  public:
-  /// `src`, `weights`, `bias` (zero desc when absent) and `dst` are the plain descriptors
-  /// of Loom's arrays; the primitive descriptors may have chosen any layouts for
-  /// src/weights/dst (bias must be plain).
+  /// `arrays` describes Loom's arrays; the primitive descriptors may have chosen any
+  /// layouts for src/weights/dst (bias must be plain).
+  DnnlWeightedLayer(const dnnl::primitive_desc& fwd, const dnnl::primitive_desc& bwd_data,
+                    const dnnl::primitive_desc& bwd_weights, const LayerDescs& arrays)
+      : fwd_(fwd),
+        bwd_data_(bwd_data),
+        bwd_weights_(bwd_weights),
+        bias_(arrays.bias),
+        f_src_(arrays.src, fwd.src_desc(0)),
+        f_w_(arrays.weights, fwd.weights_desc(0)),
+        f_dst_(arrays.dst, fwd.dst_desc(0)),
+        d_ddst_(arrays.diff_dst, bwd_data.diff_dst_desc(0)),
+        d_w_(arrays.weights, bwd_data.weights_desc(0)),
+        d_dsrc_(arrays.diff_src, bwd_data.diff_src_desc(0)),
+        w_src_(arrays.src, bwd_weights.src_desc(0)),
+        w_ddst_(arrays.diff_dst, bwd_weights.diff_dst_desc(0)),
+        w_dw_(arrays.weights, bwd_weights.diff_weights_desc(0)),
+        w_db_(arrays.bias, arrays.bias),
+        has_bias_(arrays.bias.get_size() > 0),
+        impl_("fwd=" + std::string(fwd.impl_info_str()) + " bwd_data=" + bwd_data.impl_info_str() +
+              " bwd_weights=" + bwd_weights.impl_info_str()) {}
+
+  /// All of Loom's arrays plain.
   DnnlWeightedLayer(const dnnl::primitive_desc& fwd, const dnnl::primitive_desc& bwd_data,
                     const dnnl::primitive_desc& bwd_weights, const dnnl::memory::desc& src,
                     const dnnl::memory::desc& weights, const dnnl::memory::desc& bias,
                     const dnnl::memory::desc& dst)
-      : fwd_(fwd),
-        bwd_data_(bwd_data),
-        bwd_weights_(bwd_weights),
-        bias_(bias),
-        f_src_(src, fwd.src_desc(0)),
-        f_w_(weights, fwd.weights_desc(0)),
-        f_dst_(dst, fwd.dst_desc(0)),
-        d_ddst_(dst, bwd_data.diff_dst_desc(0)),
-        d_w_(weights, bwd_data.weights_desc(0)),
-        d_dsrc_(src, bwd_data.diff_src_desc(0)),
-        w_src_(src, bwd_weights.src_desc(0)),
-        w_ddst_(dst, bwd_weights.diff_dst_desc(0)),
-        w_dw_(weights, bwd_weights.diff_weights_desc(0)),
-        w_db_(bias, bias),
-        has_bias_(bias.get_size() > 0),
-        impl_("fwd=" + std::string(fwd.impl_info_str()) + " bwd_data=" + bwd_data.impl_info_str() +
-              " bwd_weights=" + bwd_weights.impl_info_str()) {}
+      : DnnlWeightedLayer(fwd, bwd_data, bwd_weights,
+                          LayerDescs{src, weights, bias, dst, src, dst}) {}
 
   /// The implementations oneDNN chose, e.g. "fwd=gemm:jit bwd_data=... bwd_weights=...".
   const std::string& impl_info() const { return impl_; }
@@ -120,7 +131,7 @@ class DnnlWeightedLayer {
   std::string impl_;
 };
 
-/// The kernel shared by FullyConnected, Convolution and Deconvolution: inputs (data,
+/// The kernel shared by Convolution and Deconvolution: inputs (data,
 /// weight[, bias]) through one DnnlWeightedLayer that the derived constructor builds.
 class WeightedLayerKernel : public Kernel {
  public:
