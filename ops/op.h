@@ -164,6 +164,9 @@ struct OpDef {
   GradMode grad_mode = GradMode::kKernel;
   /// Pairs (input, output) that may share memory (output computed in place).
   std::function<std::vector<std::pair<int, int>>(const OpAttrs&)> inplace;
+  /// Pairs (output j, input i): the backward may write input i's gradient over output j's
+  /// gradient (element-wise backward kernels that read each gradient cell before writing it).
+  std::vector<std::pair<int, int>> backward_inplace;
   /// `__init__` attribute given to auto-created input variables, by input position
   /// (MXNet's FSetInputVarAttrOnCompose: BatchNorm moving stats, PReLU gamma).
   std::map<int, std::string> input_init;
@@ -208,6 +211,10 @@ struct OpDef {
   }
   OpDef& sample(OpSample s) { samples.push_back(std::move(s)); return *this; }
   OpDef& layouts(LayoutRuleFn fn) { layout_rule = std::move(fn); return *this; }
+  OpDef& backward_inplace_pairs(std::vector<std::pair<int, int>> p) {
+    backward_inplace = std::move(p);
+    return *this;
+  }
 };
 
 /// Get-or-create by canonical name (the .cc and .cu of one op share the OpDef).

@@ -255,6 +255,8 @@ LOOM_REGISTER_OP("BatchNorm")
     // Backward reads the saved batch mean and inverse std (outputs 1, 2), not the output.
     .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = true, .out_data_mask = 0b110})
     .cpu<BNKernel>()
+    // Each channel's dy is read (sums, then the gradient pass) before dx overwrites it.
+    .backward_inplace_pairs({{0, 0}})
     .layouts(bn_layout_rule)
     .sample({.attrs = {{"fix_gamma", "False"}},
              .in_shapes = {{2, 3, 5, 5}, {3}, {3}, {3}, {3}},

@@ -45,6 +45,8 @@ OpDef& binary(const char* name, bool needs_inputs, const char* doc,
   op.deps(GradDeps{true, needs_inputs, false});
   // Writing over an input is safe only when the backward does not read the inputs.
   if (!needs_inputs) op.inplace_pairs({{0, 0}, {1, 0}});
+  // lhs' gradient (g times a constant 1) may overwrite g: rhs' is computed from g after.
+  if (!needs_inputs) op.backward_inplace_pairs({{0, 0}});
   op.sample({.attrs = {}, .in_shapes = {{2, 3}, {2, 3}}, .in_kinds = {"normal", rhs_kind}});
   op.sample({.attrs = {}, .in_shapes = {{3, 1, 4}, {3, 1, 4}}, .in_kinds = {"normal", rhs_kind}});
   return op;
@@ -117,6 +119,7 @@ LOOM_REGISTER_OP("add_n")
     .inputs([](const OpAttrs& a) { return arg_names(a.param<AddNParam>().num_args); })
     .deps(GradDeps{true, false, false})
     .inplace_pairs({{0, 0}})
+    .backward_inplace_pairs({{0, 0}})
     .cpu<AddNKernel>()
     .layouts([](const OpAttrs&, const std::vector<Shape>& in) {
       return elementwise_layout_rule(static_cast<int>(in.size()), 1);
