@@ -64,14 +64,24 @@ class DnnlWeightedLayer {
     return std::max(fwd, bwd);
   }
 
-  void forward(const float* src, const float* w, const float* b, float* dst, Req req,
-               void* workspace) const {
+  /// Forward. With `cached_weights` (inference) the weights array's reorder is kept between
+  /// calls and reused while the array provably has not changed: its storage never handed
+  /// out a mutable pointer and its write version is the one the reorder was made from
+  /// (Storage::version).
+  void forward(const float* src, const NDArray& weights, const float* b, float* dst, Req req,
+               void* workspace, bool cached_weights) {
     if (req == Req::kNull) return;
     const auto& eng = dnnl_util::engine();
     ScratchCursor ws(workspace);
     std::unordered_map<int, dnnl::memory> args;
     args[DNNL_ARG_SRC] = f_src_.to_chosen(src, ws.take(in_bytes(f_src_)));
-    args[DNNL_ARG_WEIGHTS] = f_w_.to_chosen(w, ws.take(in_bytes(f_w_)));
+    const float* w = weights.cdata<float>();
+    void* w_scratch = ws.take(in_bytes(f_w_));
+    if (cached_weights && !f_w_.same() && weights.device().type == DeviceType::kCPU &&
+        !weights.storage()->escaped())
+      args[DNNL_ARG_WEIGHTS] = cached_weights_for(weights);
+    else
+      args[DNNL_ARG_WEIGHTS] = f_w_.to_chosen(w, w_scratch);
     if (has_bias_) args[DNNL_ARG_BIAS] = dnnl::memory(bias_, eng, const_cast<float*>(b));
     void* target = f_dst_.target(dst, ws.take(out_bytes(f_dst_)), is_add(req));
     args[DNNL_ARG_DST] = dnnl::memory(f_dst_.chosen(), eng, target);
@@ -116,6 +126,29 @@ class DnnlWeightedLayer {
   }
 
  private:
+  dnnl::memory cached_weights_for(const NDArray& weights) {
+    const auto& st = weights.storage();
+    uint64_t version = st->version();
+    if (w_cache_.owner.lock() != st || w_cache_.offset != weights.offset() ||
+        w_cache_.version != version || w_cache_.buffer.is_none()) {
+      if (w_cache_.buffer.is_none())
+        w_cache_.buffer = NDArray(Shape{static_cast<int64_t>(f_w_.scratch_bytes())}, DType::kUint8);
+      f_w_.to_chosen(weights.cdata<float>(), w_cache_.buffer.raw());
+      w_cache_.owner = st;
+      w_cache_.offset = weights.offset();
+      w_cache_.version = version;
+    }
+    return dnnl::memory(f_w_.chosen(), dnnl_util::engine(), w_cache_.buffer.raw());
+  }
+
+  // The forward weights in the primitive's layout, and which array version they came from.
+  struct WeightCache {
+    std::weak_ptr<Storage> owner;
+    size_t offset = 0;
+    uint64_t version = 0;
+    NDArray buffer;
+  } w_cache_;
+
   // Scratch for an input: only when it must be reordered.
   static size_t in_bytes(const dnnl_util::LayoutBridge& b) {
     return b.same() ? 0 : align64(b.scratch_bytes());
@@ -139,16 +172,17 @@ class WeightedLayerKernel : public Kernel {
   size_t workspace_bytes() const override { return layer_->workspace_bytes(); }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const float* b = no_bias_ ? nullptr : in[2].data<float>();
-    layer_->forward(in[0].data<float>(), in[1].data<float>(), b, out[0].data<float>(), req[0],
-                    ctx.workspace);
+    // Inputs are only read: cdata leaves their storage trackable (weights can stay cached).
+    const float* b = no_bias_ ? nullptr : in[2].cdata<float>();
+    layer_->forward(in[0].cdata<float>(), in[1], b, out[0].data<float>(), req[0], ctx.workspace,
+                    /*cached_weights=*/!ctx.is_train);
   }
   void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     auto ptr = [&](size_t i) { return ig[i].is_none() ? nullptr : ig[i].data<float>(); };
     Req rb = no_bias_ ? Req::kNull : req[2];
-    layer_->backward(og[0].data<float>(), in[0].data<float>(), in[1].data<float>(), ptr(0), ptr(1),
+    layer_->backward(og[0].cdata<float>(), in[0].cdata<float>(), in[1].cdata<float>(), ptr(0), ptr(1),
                      no_bias_ ? nullptr : ptr(2), req[0], req[1], rb, ctx.workspace);
   }
 
