@@ -97,7 +97,9 @@ LOOM_REGISTER_OP("Activation")
     })
     .cpu<ActKernel>()
     .backward_inplace_pairs({{0, 0}})
-    .layouts([](const OpAttrs&, const std::vector<Shape>&) { return elementwise_layout_rule(1, 1); })
+    .layouts([](const OpAttrs&, const std::vector<Shape>&) {
+      return elementwise_layout_rule(1, 1);
+    })
     .sample({.attrs = {{"act_type", "relu"}}, .in_shapes = {{2, 3, 5, 5}}})
     .sample({.attrs = {{"act_type", "sigmoid"}}, .in_shapes = {{2, 3, 4}}})
     .sample({.attrs = {{"act_type", "softrelu"}}, .in_shapes = {{2, 7}}});

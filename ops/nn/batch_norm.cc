@@ -78,18 +78,24 @@ class BNKernel final : public Kernel {
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     switch (block_) {
-      case 16: return forward_impl<16>(ctx, in, req, out);
-      case 8: return forward_impl<8>(ctx, in, req, out);
-      default: return forward_impl<1>(ctx, in, req, out);
+      case 16:
+        return forward_impl<16>(ctx, in, req, out);
+      case 8:
+        return forward_impl<8>(ctx, in, req, out);
+      default:
+        return forward_impl<1>(ctx, in, req, out);
     }
   }
   void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray> out, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     switch (block_) {
-      case 16: return backward_impl<16>(ctx, og, in, out, req, ig);
-      case 8: return backward_impl<8>(ctx, og, in, out, req, ig);
-      default: return backward_impl<1>(ctx, og, in, out, req, ig);
+      case 16:
+        return backward_impl<16>(ctx, og, in, out, req, ig);
+      case 8:
+        return backward_impl<8>(ctx, og, in, out, req, ig);
+      default:
+        return backward_impl<1>(ctx, og, in, out, req, ig);
     }
   }
 
@@ -134,7 +140,8 @@ class BNKernel final : public Kernel {
         int64_t c = cb * B + j;
         // The hidden outputs are part of the forward result whenever they are requested.
         if (req[1] != Req::kNull) nn::store(mean, c, static_cast<float>(mu[j]), nn::is_add(req[1]));
-        if (req[2] != Req::kNull) nn::store(invstd, c, static_cast<float>(is[j]), nn::is_add(req[2]));
+        if (req[2] != Req::kNull)
+          nn::store(invstd, c, static_cast<float>(is[j]), nn::is_add(req[2]));
         scale[j] = static_cast<float>(is[j]) * (p_.fix_gamma ? 1.f : gamma[c]);
         shift[j] = beta[c] - static_cast<float>(mu[j]) * scale[j];
       }
@@ -151,9 +158,9 @@ class BNKernel final : public Kernel {
   }
 
   template <int B>
-  void backward_impl(const OpContext& ctx, std::span<const NDArray> og,
-                     std::span<const NDArray> in, std::span<const NDArray> out,
-                     std::span<const Req> req, std::span<const NDArray> ig) {
+  void backward_impl(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                     std::span<const NDArray> out, std::span<const Req> req,
+                     std::span<const NDArray> ig) {
     const float* g = og[0].data<float>();
     const float* x = in[0].data<float>();
     const float* gamma = in[1].data<float>();
@@ -235,9 +242,12 @@ class BNKernel final : public Kernel {
 
 // Data in a channel-blocked layout when the channel axis is 1 of a 4-D input.
 LayoutRule bn_layout_rule(const OpAttrs& a, const std::vector<Shape>& in) {
-  if (in.empty() || in[0].ndim() != 4 || nn::normalize_axis(a.param<BNParam>().axis, 4, "BatchNorm") != 1)
+  if (in.empty() || in[0].ndim() != 4 ||
+      nn::normalize_axis(a.param<BNParam>().axis, 4, "BatchNorm") != 1)
     return {};
-  return LayoutRule{{{{LayoutSlot::kIn, 0}, {LayoutSlot::kOut, 0}, {LayoutSlot::kInGrad, 0},
+  return LayoutRule{{{{LayoutSlot::kIn, 0},
+                      {LayoutSlot::kOut, 0},
+                      {LayoutSlot::kInGrad, 0},
                       {LayoutSlot::kOutGrad, 0}}},
                     false};
 }

@@ -123,7 +123,8 @@ class FCKernel final : public Kernel {
                          {{DNNL_ARG_SRC, dnnl::memory(bwd_weights_[0].pd.src_desc(), eng, dy)},
                           {DNNL_ARG_WEIGHTS, dnnl::memory(x_, eng, in[0].raw())},
                           {DNNL_ARG_DST, dnnl::memory(w_, eng, ig[1].raw())}});
-    if (!p_.no_bias && req[2] != Req::kNull) bias_grad(og[0].data<float>(), ig[2].data<float>(), req[2]);
+    if (!p_.no_bias && req[2] != Req::kNull)
+      bias_grad(og[0].data<float>(), ig[2].data<float>(), req[2]);
   }
 
  private:

@@ -169,9 +169,14 @@ class PoolKernel final : public Kernel {
                           {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, y)}});
     } else {
       switch (layout_block(layout_)) {
-        case 16: forward_loop<16>(x, y, add); break;
-        case 8: forward_loop<8>(x, y, add); break;
-        default: forward_loop<1>(x, y, add);
+        case 16:
+          forward_loop<16>(x, y, add);
+          break;
+        case 8:
+          forward_loop<8>(x, y, add);
+          break;
+        default:
+          forward_loop<1>(x, y, add);
       }
     }
     if (out_bridge_) out_bridge_->from_chosen(y, y_out, add_out);
@@ -200,9 +205,14 @@ class PoolKernel final : public Kernel {
     const int64_t total = g_.planes * g_.in_size();
     std::fill(gx, gx + total, 0.f);
     switch (layout_block(layout_)) {
-      case 16: backward_loop<16>(gy, x, gx); break;
-      case 8: backward_loop<8>(gy, x, gx); break;
-      default: backward_loop<1>(gy, x, gx);
+      case 16:
+        backward_loop<16>(gy, x, gx);
+        break;
+      case 8:
+        backward_loop<8>(gy, x, gx);
+        break;
+      default:
+        backward_loop<1>(gy, x, gx);
     }
     if (add) dnnl_util::add_to(ig[0].data<float>(), gx, total);
   }
@@ -221,30 +231,30 @@ class PoolKernel final : public Kernel {
     for (int64_t c = 0; c < groups; ++c) {
       const float* xp = x + c * isz * B;
       float* yp = y + c * osz * B;
-      for_each_window(g_, kind_, include_pad_,
-                      [&](int64_t o, const int64_t* lo, const int64_t* hi, float div) {
-                        float acc[B];
-                        for (int j = 0; j < B; ++j) acc[j] = kind_ == PoolKind::kMax ? -FLT_MAX : 0.f;
-                        bool any = false;
-                        for (int64_t d = lo[0]; d < hi[0]; ++d)
-                          for (int64_t h = lo[1]; h < hi[1]; ++h)
-                            for (int64_t w = lo[2]; w < hi[2]; ++w) {
-                              const float* v = xp + ((d * g_.in[1] + h) * g_.in[2] + w) * B;
-                              for (int j = 0; j < B; ++j)
-                                acc[j] = kind_ == PoolKind::kMax ? std::max(acc[j], v[j]) : acc[j] + v[j];
-                              any = true;
-                            }
-                        // A window made only of padding: MXNet 1.9.1 leaves max pooling at its
-                        // initial value, the lowest float; avg and sum give 0.
-                        for (int j = 0; j < B; ++j) {
-                          float r = acc[j];
-                          if (!any && kind_ != PoolKind::kMax)
-                            r = 0.f;
-                          else if (kind_ == PoolKind::kAvg)
-                            r /= div;
-                          nn::store(yp, o * B + j, r, add);
-                        }
-                      });
+      for_each_window(
+          g_, kind_, include_pad_, [&](int64_t o, const int64_t* lo, const int64_t* hi, float div) {
+            float acc[B];
+            for (int j = 0; j < B; ++j) acc[j] = kind_ == PoolKind::kMax ? -FLT_MAX : 0.f;
+            bool any = false;
+            for (int64_t d = lo[0]; d < hi[0]; ++d)
+              for (int64_t h = lo[1]; h < hi[1]; ++h)
+                for (int64_t w = lo[2]; w < hi[2]; ++w) {
+                  const float* v = xp + ((d * g_.in[1] + h) * g_.in[2] + w) * B;
+                  for (int j = 0; j < B; ++j)
+                    acc[j] = kind_ == PoolKind::kMax ? std::max(acc[j], v[j]) : acc[j] + v[j];
+                  any = true;
+                }
+            // A window made only of padding: MXNet 1.9.1 leaves max pooling at its
+            // initial value, the lowest float; avg and sum give 0.
+            for (int j = 0; j < B; ++j) {
+              float r = acc[j];
+              if (!any && kind_ != PoolKind::kMax)
+                r = 0.f;
+              else if (kind_ == PoolKind::kAvg)
+                r /= div;
+              nn::store(yp, o * B + j, r, add);
+            }
+          });
     }
   }
 
@@ -314,7 +324,7 @@ class PoolKernel final : public Kernel {
   Geometry g_;
   PoolKind kind_;
   bool include_pad_;
-  Layout layout_ = Layout::kPlain;  // of the input and its gradient
+  Layout layout_ = Layout::kPlain;                     // of the input and its gradient
   std::optional<dnnl_util::LayoutBridge> out_bridge_;  // output's layout <-> layout_
   dnnl::memory::desc src_md_, dst_md_;
   std::optional<dnnl::primitive> dnnl_fwd_;

@@ -40,7 +40,8 @@ OpDef& binary(const char* name, bool needs_inputs, const char* doc,
   OpDef& op = register_op(name);
   op.describe(doc).inputs({"lhs", "rhs"}).cpu<BinaryKernel<F>>();
   // Both operands, the result and the gradients are indexed alike.
-  op.layouts([](const OpAttrs&, const std::vector<Shape>&) { return elementwise_layout_rule(2, 1); });
+  op.layouts(
+      [](const OpAttrs&, const std::vector<Shape>&) { return elementwise_layout_rule(2, 1); });
   for (const char* al : aliases) op.alias(al);
   op.deps(GradDeps{true, needs_inputs, false});
   // Writing over an input is safe only when the backward does not read the inputs.

@@ -61,10 +61,15 @@ int preferred_channel_block() {
   static const int block = [] {
     try {
       memory::dims src{1, 64, 14, 14}, w{64, 64, 3, 3}, dst{1, 64, 14, 14};
-      dnnl::convolution_forward::primitive_desc pd(
-          {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any_md(src),
-           any_md(w), any_md(dst), {1, 1}, {1, 1}, {1, 1}},
-          engine());
+      dnnl::convolution_forward::primitive_desc pd({dnnl::prop_kind::forward_training,
+                                                    dnnl::algorithm::convolution_direct,
+                                                    any_md(src),
+                                                    any_md(w),
+                                                    any_md(dst),
+                                                    {1, 1},
+                                                    {1, 1},
+                                                    {1, 1}},
+                                                   engine());
       if (pd.src_desc() == layout_md(src, Layout::kNChw16c)) return 16;
       if (pd.src_desc() == layout_md(src, Layout::kNChw8c)) return 8;
     } catch (const dnnl::error&) {

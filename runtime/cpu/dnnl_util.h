@@ -48,7 +48,8 @@ std::vector<std::string> recorded_impls();
 /// Adds n floats: dst[i] += src[i].
 void add_to(float* dst, const float* src, int64_t n);
 
-/// Moves one tensor between Loom's plain layout and a primitive's chosen layout. The reorder
+/// Moves one tensor between the layout of Loom's array (`plain` below: row-major, or the
+/// channel-blocked layout the executor chose) and a primitive's chosen layout. The reorder
 /// primitives are built once (at bind time); calls only execute them.
 class LayoutBridge {
  public:

@@ -50,13 +50,12 @@ Symbol residual_block(const BlockCfg& c) {
   auto b = relu(bn(conv(x, "conv1", 3, c.groups, c.dilate), "bn1"), "relu1");
   b = conv(b, "conv2", 3, 1, 1);
   auto sum = Symbol::Op("elemwise_add", {b, conv(x, "sc", 1, 1, 1)}, {}, "plus");
-  auto p = Symbol::Op("Pooling", {sum},
-                      {{"kernel", "(3,3)"}, {"stride", "(2,2)"}, {"pad", "(1,1)"},
-                       {"pool_type", "max"}},
-                      "pool0");
+  auto p = Symbol::Op(
+      "Pooling", {sum},
+      {{"kernel", "(3,3)"}, {"stride", "(2,2)"}, {"pad", "(1,1)"}, {"pool_type", "max"}}, "pool0");
   p = relu(bn(p, "bn2"), "relu2");
-  p = Symbol::Op("Pooling", {p}, {{"global_pool", "True"}, {"kernel", "(1,1)"},
-                                  {"pool_type", "avg"}}, "pool1");
+  p = Symbol::Op("Pooling", {p},
+                 {{"global_pool", "True"}, {"kernel", "(1,1)"}, {"pool_type", "avg"}}, "pool1");
   auto fc = Symbol::Op("FullyConnected", {Symbol::Op("Flatten", {p}, {}, "flat")},
                        {{"num_hidden", "5"}}, "fc");
   return Symbol::Op("SoftmaxOutput", {fc}, {}, "softmax");
@@ -86,14 +85,14 @@ RunResult run(const Symbol& sym, const BlockCfg& c, bool propagate, Req req, int
   std::normal_distribution<float> nd(0.f, 1.f);
   for (auto& [name, a] : ex->arg_dict()) {
     for (int64_t i = 0; i < a.size(); ++i)
-      a.data<float>()[i] = name == "softmax_label" ? static_cast<float>(i % 5)
+      a.data<float>()[i] = name == "softmax_label"                   ? static_cast<float>(i % 5)
                            : name.find("gamma") != std::string::npos ? 1.f + 0.1f * nd(rng)
-                                                                      : 0.3f * nd(rng);
+                                                                     : 0.3f * nd(rng);
   }
   for (auto& [name, a] : ex->aux_dict())
     for (int64_t i = 0; i < a.size(); ++i)
-      a.data<float>()[i] = name.find("var") != std::string::npos ? 1.f + 0.1f * std::abs(nd(rng))
-                                                                 : 0.1f * nd(rng);
+      a.data<float>()[i] =
+          name.find("var") != std::string::npos ? 1.f + 0.1f * std::abs(nd(rng)) : 0.1f * nd(rng);
   RunResult r;
   std::vector<NDArray> head_grads;
   for (size_t i = 0; i < ex->outputs().size(); ++i)

@@ -91,7 +91,8 @@ TEST(WeightCache, TrainingForwardAndUpdatesNeverUseStaleWeights) {
   ex->forward(false);
   auto before = host(ex->outputs()[0]);
   // Executor::forward with new inputs (copy_from) and a weight written by a kernel.
-  ex->forward(true, {{"conv_weight", NDArray::full(ex->arg_dict().at("conv_weight").shape(), 0.05)}});
+  ex->forward(true,
+              {{"conv_weight", NDArray::full(ex->arg_dict().at("conv_weight").shape(), 0.05)}});
   ex->forward(false);
   auto after = host(ex->outputs()[0]);
   expect_eq(after, reference(*ex), "after forward with inputs");
