@@ -25,7 +25,9 @@ struct LayerDescs {
 class DnnlWeightedLayer {
  public:
   /// `arrays` describes Loom's arrays; the primitive descriptors may have chosen any
-  /// layouts for src/weights/dst (bias must be plain).
+  /// layouts for src/weights/dst (bias must be plain). Primitives built with
+  /// scratchpad_mode::user get their scratchpad from the kernel workspace (shared with every
+  /// other kernel) instead of oneDNN's own allocation.
   DnnlWeightedLayer(const dnnl::primitive_desc& fwd, const dnnl::primitive_desc& bwd_data,
                     const dnnl::primitive_desc& bwd_weights, const LayerDescs& arrays)
       : fwd_(fwd),
@@ -43,6 +45,9 @@ class DnnlWeightedLayer {
         w_dw_(arrays.weights, bwd_weights.diff_weights_desc(0)),
         w_db_(arrays.bias, arrays.bias),
         has_bias_(arrays.bias.get_size() > 0),
+        sp_fwd_(fwd.scratchpad_desc()),
+        sp_bd_(bwd_data.scratchpad_desc()),
+        sp_bw_(bwd_weights.scratchpad_desc()),
         impl_("fwd=" + std::string(fwd.impl_info_str()) + " bwd_data=" + bwd_data.impl_info_str() +
               " bwd_weights=" + bwd_weights.impl_info_str()) {}
 
@@ -58,9 +63,11 @@ class DnnlWeightedLayer {
   const std::string& impl_info() const { return impl_; }
 
   size_t workspace_bytes() const {
-    size_t fwd = in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_);
+    size_t fwd =
+        in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_) + align64(sp_fwd_.get_size());
     size_t bwd = in_bytes(d_ddst_) + in_bytes(d_w_) + out_bytes(d_dsrc_) + in_bytes(w_src_) +
                  in_bytes(w_ddst_) + out_bytes(w_dw_) + out_bytes(w_db_);
+    bwd += align64(std::max(sp_bd_.get_size(), sp_bw_.get_size()));
     return std::max(fwd, bwd);
   }
 
@@ -85,6 +92,8 @@ class DnnlWeightedLayer {
     if (has_bias_) args[DNNL_ARG_BIAS] = dnnl::memory(bias_, eng, const_cast<float*>(b));
     void* target = f_dst_.target(dst, ws.take(out_bytes(f_dst_)), is_add(req));
     args[DNNL_ARG_DST] = dnnl::memory(f_dst_.chosen(), eng, target);
+    if (sp_fwd_.get_size())
+      args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_fwd_, eng, ws.take(sp_fwd_.get_size()));
     dnnl_util::execute(fwd_, args);
     f_dst_.finish(target, dst, is_add(req));
   }
@@ -102,12 +111,15 @@ class DnnlWeightedLayer {
     void* wdd_buf = ws.take(in_bytes(w_ddst_));
     void* dw_buf = ws.take(out_bytes(w_dw_));
     void* db_buf = ws.take(out_bytes(w_db_));
+    void* sp_buf = ws.take(std::max(sp_bd_.get_size(), sp_bw_.get_size()));
     if (req_src != Req::kNull) {
       void* target = d_dsrc_.target(diff_src, ds_buf, is_add(req_src));
-      dnnl_util::execute(bwd_data_,
-                         {{DNNL_ARG_DIFF_DST, d_ddst_.to_chosen(diff_dst, dd_buf)},
-                          {DNNL_ARG_WEIGHTS, d_w_.to_chosen(w, w_buf)},
-                          {DNNL_ARG_DIFF_SRC, dnnl::memory(d_dsrc_.chosen(), eng, target)}});
+      std::unordered_map<int, dnnl::memory> args{
+          {DNNL_ARG_DIFF_DST, d_ddst_.to_chosen(diff_dst, dd_buf)},
+          {DNNL_ARG_WEIGHTS, d_w_.to_chosen(w, w_buf)},
+          {DNNL_ARG_DIFF_SRC, dnnl::memory(d_dsrc_.chosen(), eng, target)}};
+      if (sp_bd_.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_bd_, eng, sp_buf);
+      dnnl_util::execute(bwd_data_, args);
       d_dsrc_.finish(target, diff_src, is_add(req_src));
     }
     bool want_b = has_bias_ && req_b != Req::kNull;
@@ -120,6 +132,7 @@ class DnnlWeightedLayer {
         {DNNL_ARG_DIFF_DST, w_ddst_.to_chosen(diff_dst, wdd_buf)},
         {DNNL_ARG_DIFF_WEIGHTS, dnnl::memory(w_dw_.chosen(), eng, w_target)}};
     if (has_bias_) args[DNNL_ARG_DIFF_BIAS] = dnnl::memory(bias_, eng, b_target);
+    if (sp_bw_.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_bw_, eng, sp_buf);
     dnnl_util::execute(bwd_weights_, args);
     if (req_w != Req::kNull) w_dw_.finish(w_target, diff_w, is_add(req_w));
     if (want_b) w_db_.finish(b_target, diff_b, is_add(req_b));
@@ -158,6 +171,7 @@ class DnnlWeightedLayer {
 
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
   dnnl::memory::desc bias_;
+  dnnl::memory::desc sp_fwd_, sp_bd_, sp_bw_;  // user-mode scratchpads (zero size otherwise)
   dnnl_util::LayoutBridge f_src_, f_w_, f_dst_, d_ddst_, d_w_, d_dsrc_, w_src_, w_ddst_, w_dw_,
       w_db_;
   bool has_bias_;
@@ -182,8 +196,8 @@ class WeightedLayerKernel : public Kernel {
                 std::span<const NDArray> ig) override {
     auto ptr = [&](size_t i) { return ig[i].is_none() ? nullptr : ig[i].data<float>(); };
     Req rb = no_bias_ ? Req::kNull : req[2];
-    layer_->backward(og[0].cdata<float>(), in[0].cdata<float>(), in[1].cdata<float>(), ptr(0), ptr(1),
-                     no_bias_ ? nullptr : ptr(2), req[0], req[1], rb, ctx.workspace);
+    layer_->backward(og[0].cdata<float>(), in[0].cdata<float>(), in[1].cdata<float>(), ptr(0),
+                     ptr(1), no_bias_ ? nullptr : ptr(2), req[0], req[1], rb, ctx.workspace);
   }
 
  protected:

@@ -137,6 +137,7 @@ TEST(Layouts, ResidualBlockMatchesPlain) { check_same({}); }
 TEST(Layouts, BatchOne) { check_same({.channels = 16, .batch = 1}); }
 TEST(Layouts, GroupsAndDilation) { check_same({.channels = 32, .groups = 2, .dilate = 2}); }
 TEST(Layouts, ChannelsNotDivisibleBy16) { check_same({.channels = 24, .batch = 2}); }
+TEST(Layouts, WinogradSizes) { check_same({.channels = 16, .batch = 2, .size = 20}); }
 TEST(Layouts, OddSpatialSize) { check_same({.channels = 16, .batch = 3, .size = 7}); }
 
 // The plan itself: conv/BN/relu/add/pool entries blocked; arguments, outputs and entries
