@@ -45,6 +45,10 @@ class Kernel {
   virtual ~Kernel() = default;
   /// Scratch bytes the executor must provide in OpContext::workspace.
   virtual size_t workspace_bytes() const { return 0; }
+  /// Offered by the executor when output 0's only reader is `next`, a one-input node that
+  /// computes in place over it: return true to apply `next` to output 0 from now on (the
+  /// executor then skips `next`'s forward). Called at bind, after construction.
+  virtual bool fuse_epilogue(const OpAttrs& next) { return false; }
   /// Computes outputs from inputs (args then aux; aux arrays may be updated in place).
   /// req[i] is kWrite, kInplace (out[i] aliases an input) or kAdd, or kNull (skip).
   virtual void forward(const OpContext& ctx, std::span<const NDArray> in,

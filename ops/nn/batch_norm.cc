@@ -1,6 +1,7 @@
 // BatchNorm over any axis with MXNet's CPU semantics (spec 6.7, 3.6): hidden outputs hold the
 // batch mean and the inverse standard deviation; moving statistics are updated in backward;
 // fix_gamma treats gamma as 1 (and overwrites it with 1 in training forward).
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -73,6 +74,15 @@ class BNKernel final : public Kernel {
     c_ = s[ax];
     // The layout rule ties data, output and their gradients to one layout.
     block_ = layout_block(a.layout(LayoutSlot::kIn, 0));
+  }
+
+  // A following in-place ReLU is applied while writing the output.
+  bool fuse_epilogue(const OpAttrs& next) override {
+    auto it = next.dict.find("act_type");
+    if (next.op->name != "Activation" || it == next.dict.end() || it->second != "relu")
+      return false;
+    relu_ = true;
+    return true;
   }
 
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
@@ -149,6 +159,10 @@ class BNKernel final : public Kernel {
       if (add)
         for_block<B>(cb, [&](int64_t k) {
           for (int j = 0; j < B; ++j) y[k + j] += x[k + j] * scale[j] + shift[j];
+        });
+      else if (relu_)
+        for_block<B>(cb, [&](int64_t k) {
+          for (int j = 0; j < B; ++j) y[k + j] = std::max(x[k + j] * scale[j] + shift[j], 0.f);
         });
       else
         for_block<B>(cb, [&](int64_t k) {
@@ -238,6 +252,7 @@ class BNKernel final : public Kernel {
   BNParam p_;
   int64_t outer_ = 1, inner_ = 1, c_ = 1;
   int block_ = 1;
+  bool relu_ = false;  // fused epilogue: output is max(y, 0)
 };
 
 // Data in a channel-blocked layout when the channel axis is 1 of a 4-D input.

@@ -71,7 +71,9 @@ std::vector<float> values(const NDArray& a) {
 
 // Binds with layout propagation on or off, fills deterministic values, runs `steps`
 // forward/backward passes in training mode, then one inference forward.
-RunResult run(const Symbol& sym, const BlockCfg& c, bool propagate, Req req, int steps) {
+RunResult run(const Symbol& sym, const BlockCfg& c, bool propagate, Req req, int steps,
+              bool fuse = true) {
+  if (!fuse) setenv("LOOM_FUSE_EPILOGUE", "0", 1);
   if (propagate)
     unsetenv("LOOM_LAYOUT_PROPAGATION");
   else
@@ -81,6 +83,7 @@ RunResult run(const Symbol& sym, const BlockCfg& c, bool propagate, Req req, int
   opts.grad_req["softmax_label"] = Req::kNull;
   auto ex = Executor::simple_bind(sym, {{"data", Shape{c.batch, 3, c.size, c.size}}}, opts);
   unsetenv("LOOM_LAYOUT_PROPAGATION");
+  unsetenv("LOOM_FUSE_EPILOGUE");
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (auto& [name, a] : ex->arg_dict()) {
@@ -134,6 +137,19 @@ void check_same(const BlockCfg& c) {
 }
 
 TEST(Layouts, ResidualBlockMatchesPlain) { check_same({}); }
+// BatchNorm applying the following in-place ReLU itself (epilogue fusion) changes nothing.
+TEST(Layouts, FusedBatchNormReluMatchesSeparate) {
+  BlockCfg c;
+  Symbol sym = residual_block(c);
+  for (Req req : {Req::kWrite, Req::kAdd}) {
+    int steps = req == Req::kAdd ? 2 : 1;
+    RunResult fused = run(sym, c, true, req, steps, true),
+              apart = run(sym, c, true, req, steps, false);
+    expect_close(fused.outputs, apart.outputs, "output");
+    expect_close(fused.grads, apart.grads, "gradient");
+    expect_close(fused.aux, apart.aux, "aux state");
+  }
+}
 TEST(Layouts, BatchOne) { check_same({.channels = 16, .batch = 1}); }
 TEST(Layouts, GroupsAndDilation) { check_same({.channels = 32, .groups = 2, .dilate = 2}); }
 TEST(Layouts, ChannelsNotDivisibleBy16) { check_same({.channels = 24, .batch = 2}); }
