@@ -41,7 +41,6 @@ class Storage {
   }
 
  private:
-  friend class NDArray;
   Device dev_;
   size_t bytes_;
   void* ptr_;
@@ -73,7 +72,7 @@ class NDArray {
   size_t offset() const { return offset_; }
 
   /// Raw pointer to the first element (device memory for GPU arrays). A mutable pointer
-  /// marks the storage escaped (Storage::version); readers that can use `craw`/`cdata`.
+  /// marks the storage escaped (Storage::version); code that only reads uses `craw`/`cdata`.
   void* raw() const { return static_cast<char*>(storage_->data()) + offset_; }
   template <class T>
   T* data() const { return static_cast<T*>(raw()); }
