@@ -128,6 +128,10 @@ class GradBuilder {
         b.out.push_back(ge);
         grads[src].push_back(ge);
       }
+      for (auto [j, i] : n.attrs.op->backward_inplace)
+        if (static_cast<size_t>(i) < b.out.size() && static_cast<uint32_t>(j) < nout &&
+            b.out[static_cast<size_t>(i)] != kNoEntry && b.in[static_cast<size_t>(j)] != kNoEntry)
+          b.inplace.emplace_back(i, j);
       eg_.nodes.push_back(std::move(b));
     }
     std::vector<uint32_t> out;

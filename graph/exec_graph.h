@@ -28,7 +28,8 @@ struct ExecNode {
   std::vector<uint32_t> in;
   /// kForward: all outputs. kBackward: one gradient per forward input (kNoEntry = none).
   std::vector<uint32_t> out;
-  /// Output (i) may share the buffer of input (j): pairs (i, j), forward nodes only.
+  /// Output (i) may share the buffer of input (j): pairs (i, j). Backward nodes: input
+  /// gradient i over output gradient j, as OpDef::backward_inplace allows.
   std::vector<std::pair<int, int>> inplace;
   /// Output (i) must be written into input (j)'s array (the node attribute `__inplace__`,
   /// MXNet's `out=weight`): pairs (i, j). The input's other readers run first.

@@ -21,6 +21,13 @@ void Kernel::backward(const OpContext&, std::span<const NDArray>, std::span<cons
   throw Error("this operator has no backward");
 }
 
+LayoutRule elementwise_layout_rule(int n_in, int n_out) {
+  std::vector<LayoutSlot> g;
+  for (int i = 0; i < n_in; ++i) g.push_back({LayoutSlot::kIn, i}), g.push_back({LayoutSlot::kInGrad, i});
+  for (int i = 0; i < n_out; ++i) g.push_back({LayoutSlot::kOut, i}), g.push_back({LayoutSlot::kOutGrad, i});
+  return LayoutRule{{g}, false};
+}
+
 OpDef& register_op(const std::string& name) {
   auto& r = registry();
   auto it = r.ops.find(name);

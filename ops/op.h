@@ -45,6 +45,10 @@ class Kernel {
   virtual ~Kernel() = default;
   /// Scratch bytes the executor must provide in OpContext::workspace.
   virtual size_t workspace_bytes() const { return 0; }
+  /// Offered by the executor when output 0's only reader is `next`, a one-input node that
+  /// computes in place over it: return true to apply `next` to output 0 from now on (the
+  /// executor then skips `next`'s forward). Called at bind, after construction.
+  virtual bool fuse_epilogue(const OpAttrs& next) { return false; }
   /// Computes outputs from inputs (args then aux; aux arrays may be updated in place).
   /// req[i] is kWrite, kInplace (out[i] aliases an input) or kAdd, or kNull (skip).
   virtual void forward(const OpContext& ctx, std::span<const NDArray> in,
@@ -67,6 +71,38 @@ class Kernel {
                         std::span<const Req> req, std::span<const NDArray> in_grad);
 };
 
+/// One tensor slot of a node: forward input/output i, or the gradient of input/output i.
+struct LayoutSlot {
+  enum Kind : uint8_t { kIn, kOut, kInGrad, kOutGrad };
+  Kind kind;
+  int index;
+};
+
+/// Which slots an op's kernel can take in a blocked layout. Slots in one group always get
+/// the same layout; slots in no group stay plain. The executor blocks an entry only when
+/// every node touching it (forward and backward) allows it.
+struct LayoutRule {
+  std::vector<std::vector<LayoutSlot>> groups;
+  /// The op is faster on blocked data (convolution, pooling): only entries connected to
+  /// such an op are blocked at all.
+  bool prefers_blocked = false;
+};
+/// Given the node's attributes and input shapes.
+using LayoutRuleFn = std::function<LayoutRule(const OpAttrs&, const std::vector<Shape>& in)>;
+/// Rule for element-wise ops whose kernels index every operand alike: all inputs, outputs
+/// and their gradients share one layout.
+LayoutRule elementwise_layout_rule(int n_in, int n_out);
+
+/// Layouts of one node's tensors, by slot (empty vectors = all plain).
+struct NodeLayouts {
+  std::vector<Layout> in, out, in_grad, out_grad;
+  Layout get(LayoutSlot::Kind k, size_t i) const {
+    const auto& v = k == LayoutSlot::kIn ? in : k == LayoutSlot::kOut ? out
+                    : k == LayoutSlot::kInGrad ? in_grad : out_grad;
+    return i < v.size() ? v[i] : Layout::kPlain;
+  }
+};
+
 /// What a kernel factory is given: attributes, inferred shapes/types and the device.
 struct KernelArgs {
   const OpAttrs& attrs;
@@ -75,6 +111,12 @@ struct KernelArgs {
   const std::vector<DType>& in_types;
   const std::vector<DType>& out_types;
   Device device;
+  /// Layouts the executor chose for this node's tensors; null = all plain. Only ops with a
+  /// `layout_rule` ever see a blocked layout, and only in slots the rule allows.
+  const NodeLayouts* layouts = nullptr;
+  Layout layout(LayoutSlot::Kind k, size_t i) const {
+    return layouts ? layouts->get(k, i) : Layout::kPlain;
+  }
 };
 using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelArgs&)>;
 
@@ -137,6 +179,9 @@ struct OpDef {
   GradMode grad_mode = GradMode::kKernel;
   /// Pairs (input, output) that may share memory (output computed in place).
   std::function<std::vector<std::pair<int, int>>(const OpAttrs&)> inplace;
+  /// Pairs (output j, input i): the backward may write input i's gradient over output j's
+  /// gradient (element-wise backward kernels that read each gradient cell before writing it).
+  std::vector<std::pair<int, int>> backward_inplace;
   /// `__init__` attribute given to auto-created input variables, by input position
   /// (MXNet's FSetInputVarAttrOnCompose: BatchNorm moving stats, PReLU gamma).
   std::map<int, std::string> input_init;
@@ -147,6 +192,8 @@ struct OpDef {
   std::function<std::vector<std::vector<int>>(const OpAttrs&)> contiguous_inputs;
   std::map<DeviceType, KernelFactory> kernels;
   std::vector<OpSample> samples;
+  /// Blocked layouts the CPU kernel handles (default none: every tensor plain).
+  LayoutRuleFn layout_rule;
 
   // ---- builder-style setters, used by registrations ----
   OpDef& describe(std::string d) { doc = std::move(d); return *this; }
@@ -199,6 +246,11 @@ struct OpDef {
     return kernel(DeviceType::kCPU, [](const KernelArgs& a) { return std::make_unique<K>(a); });
   }
   OpDef& sample(OpSample s) { samples.push_back(std::move(s)); return *this; }
+  OpDef& layouts(LayoutRuleFn fn) { layout_rule = std::move(fn); return *this; }
+  OpDef& backward_inplace_pairs(std::vector<std::pair<int, int>> p) {
+    backward_inplace = std::move(p);
+    return *this;
+  }
 };
 
 /// Get-or-create by canonical name (the .cc and .cu of one op share the OpDef).

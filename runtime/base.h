@@ -54,6 +54,17 @@ DType dtype_from_string(const std::string& s);
 /// Maps an integer MXNet type flag to DType, throwing FormatError when it is unknown.
 DType dtype_from_flag(int flag);
 
+/// Physical layout of an array a kernel reads or writes. User-visible arrays (arguments,
+/// aux states, gradients, outputs) are always plain; the executor may keep intermediate
+/// 4-D entries in a oneDNN channel-blocked layout (layout propagation, DESIGN.md).
+enum class Layout : uint8_t {
+  kPlain,     ///< row-major, as the shape says
+  kNChw8c,    ///< (N, C/8, H, W, 8): oneDNN nChw8c, C divisible by 8
+  kNChw16c,   ///< (N, C/16, H, W, 16): oneDNN nChw16c, C divisible by 16
+};
+/// Channels per block of a layout (1 for plain).
+inline int layout_block(Layout l) { return l == Layout::kNChw16c ? 16 : l == Layout::kNChw8c ? 8 : 1; }
+
 /// A tensor shape. In MXNet's legacy shape semantics (the ones its JSON uses), ndim 0 means
 /// "unknown" and a 0 dimension means "unknown size"; Loom keeps those semantics.
 class Shape {

@@ -29,6 +29,9 @@ class DeviceBackend {
   virtual int count() = 0;
   /// The stream handle kernels on device `id` enqueue to (nullptr for CPU).
   virtual void* stream(int id) { (void)id; return nullptr; }
+  /// Channels per block of the channel-blocked layout this device's kernels prefer for 4-D
+  /// intermediates (1 = keep everything plain). See plan_layouts.
+  virtual int channel_block() { return 1; }
 };
 
 /// Backend for a device type; throws Error when none is compiled in.

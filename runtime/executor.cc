@@ -4,7 +4,11 @@
 
 #include <algorithm>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "graph/infer.h"
+#include "graph/layout_plan.h"
 #include "runtime/imperative.h"
 
 namespace loom {
@@ -255,11 +259,22 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     for (auto [o, i] : n.alias) {
       uint32_t out = n.out[static_cast<size_t>(o)], src = n.in[static_cast<size_t>(i)];
       if (entries_[src].is_none())
-        throw BindError("bind: node '" + n.attrs->name + "' writes in place into an array "
+        throw BindError("bind: node '" + n.attrs->name +
+                        "' writes in place into an array "
                         "that has no storage");
       entries_[out] = entries_[src];
     }
   for (auto h : eg_.heads) outputs_.push_back(entries_[h]);
+
+  // Layouts: intermediates may stay channel-blocked between ops that handle it
+  // (LOOM_LAYOUT_PROPAGATION=0 keeps every entry plain).
+  std::vector<bool> fixed_plain(ne);
+  for (size_t e = 0; e < ne; ++e) fixed_plain[e] = external[e] || pinned[e];
+  const char* lp = std::getenv("LOOM_LAYOUT_PROPAGATION");
+  int block = lp && std::strcmp(lp, "0") == 0 ? 1 : device_backend(dev_.type).channel_block();
+  Layout blocked = block == 16 ? Layout::kNChw16c : block == 8 ? Layout::kNChw8c : Layout::kPlain;
+  std::vector<NodeLayouts> node_layouts =
+      kernel_layouts(eg_, plan_layouts(eg_, fixed_plain, blocked));
 
   // Kernels: one per op node; backward nodes reuse their forward node's kernel.
   std::vector<Kernel*> kernel_of(eg_.nodes.size(), nullptr);
@@ -277,7 +292,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     std::vector<DType> it_, ot;
     for (auto e : n.in) is.push_back(eg_.shapes[e]), it_.push_back(eg_.types[e]);
     for (auto e : n.out) os.push_back(eg_.shapes[e]), ot.push_back(eg_.types[e]);
-    KernelArgs ka{*n.attrs, is, os, it_, ot, dev_};
+    KernelArgs ka{*n.attrs, is, os, it_, ot, dev_, &node_layouts[i]};
     kernels.push_back(it->second(ka));
     kernel_of[i] = kernels.back().get();
     if (n.graph_node != kNoEntry) kernel_of_graph_node[n.graph_node] = kernel_of[i];
@@ -285,10 +300,46 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
   }
   if (ws) workspace_ = NDArray(Shape{static_cast<int64_t>(ws)}, DType::kUint8, dev_);
 
+  // Epilogue fusion: a forward node whose output 0 only a one-input node reads, in place,
+  // may apply that node itself (BatchNorm + ReLU); the absorbed node's forward is skipped,
+  // its backward (which reads the shared buffer) stays. LOOM_FUSE_EPILOGUE=0 turns it off.
+  std::vector<bool> absorbed(eg_.nodes.size(), false);
+  const char* fe = std::getenv("LOOM_FUSE_EPILOGUE");
+  if (!(fe && std::strcmp(fe, "0") == 0)) {
+    std::vector<int> readers(ne, 0);
+    std::vector<size_t> reader(ne, 0);
+    for (size_t i = 0; i < eg_.nodes.size(); ++i) {
+      const ExecNode& n = eg_.nodes[i];
+      for (auto e : n.in)
+        if (e != kNoEntry) ++readers[e], reader[e] = i;
+      if (n.pred != kNoEntry) ++readers[n.pred];
+    }
+    for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
+      const ExecNode& n = eg_.nodes[i];
+      if (!n.attrs || n.kind != ExecNode::Kind::kForward || !kernel_of[i] || n.out.empty() ||
+          n.pred != kNoEntry || !n.alias.empty())
+        continue;
+      uint32_t e = n.out[0];
+      if (e == kNoEntry || external[e] || pinned[e] || readers[e] != 1) continue;
+      size_t j = reader[e];
+      const ExecNode& m = eg_.nodes[j];
+      if (j >= eg_.num_forward_nodes || m.kind != ExecNode::Kind::kForward || !m.attrs ||
+          m.in.size() != 1 || m.out.size() != 1 || m.pred != kNoEntry || !m.alias.empty())
+        continue;
+      uint32_t o = m.out[0];
+      if (external[o] || entries_[o].is_none() || !entries_[o].same_memory(entries_[e])) continue;
+      bool in_place_input = false;  // output 0 written over one of n's own inputs
+      for (auto in_e : n.in)
+        in_place_input = in_place_input || entries_[e].same_memory(entries_[in_e]);
+      if (in_place_input) continue;
+      if (kernel_of[i]->fuse_epilogue(*m.attrs)) absorbed[j] = true;
+    }
+  }
+
   auto array_of = [&](uint32_t e) { return e == kNoEntry ? NDArray() : entries_[e]; };
   for (size_t i = 0; i < eg_.nodes.size(); ++i) {
     const ExecNode& n = eg_.nodes[i];
-    if (!n.attrs) continue;
+    if (!n.attrs || absorbed[i]) continue;
     Step s;
     if (n.kind == ExecNode::Kind::kForward) {
       s.kernel = kernel_of[i];

@@ -60,21 +60,21 @@ void NDArray::copy_from(const NDArray& src) const {
     throw ShapeError("copy: source " + src.shape_.str() + " " + dtype_name(src.dtype_) +
                      " does not match destination " + shape_.str() + " " + dtype_name(dtype_));
   if (same_memory(src)) return;
-  device_copy(raw(), device(), src.raw(), src.device(), nbytes());
+  device_copy(raw_for_write(), device(), src.craw(), src.device(), nbytes());
 }
 
 void NDArray::copy_from_host(const void* src, size_t bytes) const {
   if (bytes != nbytes()) throw Error("copy_from_host: byte count mismatch");
-  device_copy(raw(), device(), src, Device::cpu(), bytes);
+  device_copy(raw_for_write(), device(), src, Device::cpu(), bytes);
 }
 
 void NDArray::copy_to_host(void* dst, size_t bytes) const {
   if (bytes != nbytes()) throw Error("copy_to_host: byte count mismatch");
-  device_copy(dst, Device::cpu(), raw(), device(), bytes);
+  device_copy(dst, Device::cpu(), craw(), device(), bytes);
 }
 
 void NDArray::zero() const {
-  if (storage_) device_backend(device().type).zero(device().id, raw(), nbytes());
+  if (storage_) device_backend(device().type).zero(device().id, raw_for_write(), nbytes());
 }
 
 namespace {
@@ -100,7 +100,7 @@ void fill_typed(void* p, int64_t n, DType t, double v) {
 void NDArray::fill(double v) const {
   if (!storage_) return;
   if (device().type == DeviceType::kCPU) {
-    fill_typed(raw(), size(), dtype_, v);
+    fill_typed(raw_for_write(), size(), dtype_, v);
   } else {
     std::vector<char> host(nbytes());
     fill_typed(host.data(), size(), dtype_, v);
@@ -111,12 +111,12 @@ void NDArray::fill(double v) const {
 double NDArray::at(int64_t i) const {
   if (device().type != DeviceType::kCPU) return copy(Device::cpu()).at(i);
   switch (dtype_) {
-    case DType::kFloat32: return data<float>()[i];
-    case DType::kFloat64: return data<double>()[i];
-    case DType::kInt32: return data<int32_t>()[i];
-    case DType::kInt64: return static_cast<double>(data<int64_t>()[i]);
-    case DType::kUint8: case DType::kBool: return data<uint8_t>()[i];
-    case DType::kInt8: return data<int8_t>()[i];
+    case DType::kFloat32: return cdata<float>()[i];
+    case DType::kFloat64: return cdata<double>()[i];
+    case DType::kInt32: return cdata<int32_t>()[i];
+    case DType::kInt64: return static_cast<double>(cdata<int64_t>()[i]);
+    case DType::kUint8: case DType::kBool: return cdata<uint8_t>()[i];
+    case DType::kInt8: return cdata<int8_t>()[i];
     default: throw Error(std::string("at: unsupported dtype ") + dtype_name(dtype_));
   }
 }

@@ -1,6 +1,7 @@
 // NDArray: a typed, shaped view of reference-counted device storage.
 #pragma once
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -17,14 +18,34 @@ class Storage {
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  void* data() const { return ptr_; }
+  /// A mutable pointer to the block; marks the storage escaped (see `version`).
+  void* data() const {
+    mark_escaped();
+    return ptr_;
+  }
+  /// The block for reading (does not mark the storage escaped).
+  const void* cdata() const { return ptr_; }
   size_t bytes() const { return bytes_; }
   Device device() const { return dev_; }
+
+  /// Write tracking for values derived from the contents (cached oneDNN weight reorders).
+  /// `version` counts the writes NDArray's own methods make (copy_from, copy_from_host, zero,
+  /// fill). Once a mutable pointer has been handed out (`NDArray::raw` / `data`, NumPy views)
+  /// later writes cannot be seen, so the storage is `escaped` for good and nothing may be
+  /// cached from it.
+  uint64_t version() const { return version_.load(std::memory_order_acquire); }
+  bool escaped() const { return escaped_.load(std::memory_order_acquire); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_acq_rel); }
+  void mark_escaped() const {
+    if (!escaped_.load(std::memory_order_relaxed)) escaped_.store(true, std::memory_order_release);
+  }
 
  private:
   Device dev_;
   size_t bytes_;
   void* ptr_;
+  std::atomic<uint64_t> version_{0};
+  mutable std::atomic<bool> escaped_{false};
 };
 
 /// An n-dimensional array. Copies of an NDArray share storage (like MXNet's handles);
@@ -50,10 +71,15 @@ class NDArray {
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   size_t offset() const { return offset_; }
 
-  /// Raw pointer to the first element (device memory for GPU arrays).
+  /// Raw pointer to the first element (device memory for GPU arrays). A mutable pointer
+  /// marks the storage escaped (Storage::version); code that only reads uses `craw`/`cdata`.
   void* raw() const { return static_cast<char*>(storage_->data()) + offset_; }
   template <class T>
   T* data() const { return static_cast<T*>(raw()); }
+  /// Read-only pointer to the first element.
+  const void* craw() const { return static_cast<const char*>(storage_->cdata()) + offset_; }
+  template <class T>
+  const T* cdata() const { return static_cast<const T*>(craw()); }
 
   /// A view with a new shape of the same number of elements (shares storage).
   NDArray reshape(const Shape& s) const;
@@ -80,6 +106,12 @@ class NDArray {
   double at(int64_t i) const;
 
  private:
+  // A pointer for one of the writes NDArray makes itself: counted in the storage's version
+  // instead of marking it escaped.
+  void* raw_for_write() const {
+    storage_->bump_version();
+    return const_cast<void*>(craw());
+  }
   std::shared_ptr<Storage> storage_;
   size_t offset_ = 0;
   Shape shape_;

@@ -18,17 +18,29 @@ const auto kActSchema = ParamSchema<ActParam>().choice(
 // their forward may run in place; softrelu and softsign need the input.
 bool grad_from_output(const std::string& t) { return t == "relu" || t == "sigmoid" || t == "tanh"; }
 
+// One loop per req keeps the body branch-free so it vectorises even when the output
+// aliases an input (in-place forward, backward writing dx over dy).
 template <class F>
 void act_forward(const float* x, float* y, int64_t n, bool add) {
+  if (add) {
 #pragma omp parallel for simd if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) math::assign_req(y + i, add, F::f(x[i]));
+    for (int64_t i = 0; i < n; ++i) y[i] += F::f(x[i]);
+  } else {
+#pragma omp parallel for simd if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) y[i] = F::f(x[i]);
+  }
 }
 
 // `v` is the input or the output, whichever grad_from_output says the op keeps.
 template <class F>
 void act_backward(const float* g, const float* v, float* dx, int64_t n, bool add) {
+  if (add) {
 #pragma omp parallel for simd if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) math::assign_req(dx + i, add, g[i] * F::d(v[i], v[i]));
+    for (int64_t i = 0; i < n; ++i) dx[i] += g[i] * F::d(v[i], v[i]);
+  } else {
+#pragma omp parallel for simd if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) dx[i] = g[i] * F::d(v[i], v[i]);
+  }
 }
 
 class ActKernel final : public Kernel {
@@ -84,6 +96,10 @@ LOOM_REGISTER_OP("Activation")
       return GradDeps{.out_grad = true, .in_data = !from_out, .out_data = from_out};
     })
     .cpu<ActKernel>()
+    .backward_inplace_pairs({{0, 0}})
+    .layouts([](const OpAttrs&, const std::vector<Shape>&) {
+      return elementwise_layout_rule(1, 1);
+    })
     .sample({.attrs = {{"act_type", "relu"}}, .in_shapes = {{2, 3, 5, 5}}})
     .sample({.attrs = {{"act_type", "sigmoid"}}, .in_shapes = {{2, 3, 4}}})
     .sample({.attrs = {{"act_type", "softrelu"}}, .in_shapes = {{2, 7}}});

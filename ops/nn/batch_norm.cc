@@ -1,6 +1,7 @@
 // BatchNorm over any axis with MXNet's CPU semantics (spec 6.7, 3.6): hidden outputs hold the
 // batch mean and the inverse standard deviation; moving statistics are updated in backward;
 // fix_gamma treats gamma as 1 (and overwrites it with 1 in training forward).
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -56,6 +57,9 @@ void bn_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>
   if (in[0].ndim() > 0) out[0] = in[0];
 }
 
+// The data as (outer, C, inner) with channels stored in blocks of B (B = 1: plain
+// row-major; B = 8/16: oneDNN nChw8c/nChw16c, outer = N, inner = H*W). Channel cb*B + j of
+// (o, i) is at ((o * C/B + cb) * inner + i) * B + j.
 class BNKernel final : public Kernel {
  public:
   explicit BNKernel(const KernelArgs& a) : p_(a.attrs.param<BNParam>()) {
@@ -68,10 +72,47 @@ class BNKernel final : public Kernel {
         inner_ *= s[i];
     }
     c_ = s[ax];
+    // The layout rule ties data, output and their gradients to one layout.
+    block_ = layout_block(a.layout(LayoutSlot::kIn, 0));
+  }
+
+  // A following in-place ReLU is applied while writing the output.
+  bool fuse_epilogue(const OpAttrs& next) override {
+    auto it = next.dict.find("act_type");
+    if (next.op->name != "Activation" || it == next.dict.end() || it->second != "relu")
+      return false;
+    relu_ = true;
+    return true;
   }
 
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
+    switch (block_) {
+      case 16:
+        return forward_impl<16>(ctx, in, req, out);
+      case 8:
+        return forward_impl<8>(ctx, in, req, out);
+      default:
+        return forward_impl<1>(ctx, in, req, out);
+    }
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray> out, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    switch (block_) {
+      case 16:
+        return backward_impl<16>(ctx, og, in, out, req, ig);
+      case 8:
+        return backward_impl<8>(ctx, og, in, out, req, ig);
+      default:
+        return backward_impl<1>(ctx, og, in, out, req, ig);
+    }
+  }
+
+ private:
+  template <int B>
+  void forward_impl(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+                    std::span<const NDArray> out) {
     const float* x = in[0].data<float>();
     float* gamma = in[1].data<float>();
     const float* beta = in[2].data<float>();
@@ -84,32 +125,56 @@ class BNKernel final : public Kernel {
     const double m = static_cast<double>(outer_ * inner_);
     bool add = nn::is_add(req[0]);
     float* y = out[0].data<float>();
+    const int64_t nb = c_ / B;
 #pragma omp parallel for if (outer_ * inner_ * c_ > 32768)
-    for (int64_t c = 0; c < c_; ++c) {
-      double mu, is;
+    for (int64_t cb = 0; cb < nb; ++cb) {
+      double mu[B], is[B];
       if (train) {
-        double s = 0, s2 = 0;
-        for_channel(c, [&](int64_t k) { s += x[k]; });
-        mu = s / m;
-        for_channel(c, [&](int64_t k) { s2 += (x[k] - mu) * (x[k] - mu); });
-        is = 1.0 / std::sqrt(s2 / m + p_.eps);
+        double s[B] = {}, s2[B] = {};
+        for_block<B>(cb, [&](int64_t k) {
+          for (int j = 0; j < B; ++j) s[j] += x[k + j];
+        });
+        for (int j = 0; j < B; ++j) mu[j] = s[j] / m;
+        for_block<B>(cb, [&](int64_t k) {
+          for (int j = 0; j < B; ++j) s2[j] += (x[k + j] - mu[j]) * (x[k + j] - mu[j]);
+        });
+        for (int j = 0; j < B; ++j) is[j] = 1.0 / std::sqrt(s2[j] / m + p_.eps);
       } else {
-        mu = mm[c];
-        is = 1.0 / std::sqrt(static_cast<double>(mv[c]) + p_.eps);
+        for (int j = 0; j < B; ++j) {
+          mu[j] = mm[cb * B + j];
+          is[j] = 1.0 / std::sqrt(static_cast<double>(mv[cb * B + j]) + p_.eps);
+        }
       }
-      // The hidden outputs are part of the forward result whenever they are requested.
-      if (req[1] != Req::kNull) nn::store(mean, c, static_cast<float>(mu), nn::is_add(req[1]));
-      if (req[2] != Req::kNull) nn::store(invstd, c, static_cast<float>(is), nn::is_add(req[2]));
+      float scale[B], shift[B];
+      for (int j = 0; j < B; ++j) {
+        int64_t c = cb * B + j;
+        // The hidden outputs are part of the forward result whenever they are requested.
+        if (req[1] != Req::kNull) nn::store(mean, c, static_cast<float>(mu[j]), nn::is_add(req[1]));
+        if (req[2] != Req::kNull)
+          nn::store(invstd, c, static_cast<float>(is[j]), nn::is_add(req[2]));
+        scale[j] = static_cast<float>(is[j]) * (p_.fix_gamma ? 1.f : gamma[c]);
+        shift[j] = beta[c] - static_cast<float>(mu[j]) * scale[j];
+      }
       if (req[0] == Req::kNull) continue;
-      float scale = static_cast<float>(is) * (p_.fix_gamma ? 1.f : gamma[c]);
-      float shift = beta[c] - static_cast<float>(mu) * scale;
-      for_channel(c, [&](int64_t k) { nn::store(y, k, x[k] * scale + shift, add); });
+      if (add)
+        for_block<B>(cb, [&](int64_t k) {
+          for (int j = 0; j < B; ++j) y[k + j] += x[k + j] * scale[j] + shift[j];
+        });
+      else if (relu_)
+        for_block<B>(cb, [&](int64_t k) {
+          for (int j = 0; j < B; ++j) y[k + j] = std::max(x[k + j] * scale[j] + shift[j], 0.f);
+        });
+      else
+        for_block<B>(cb, [&](int64_t k) {
+          for (int j = 0; j < B; ++j) y[k + j] = x[k + j] * scale[j] + shift[j];
+        });
     }
   }
 
-  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
-                std::span<const NDArray> out, std::span<const Req> req,
-                std::span<const NDArray> ig) override {
+  template <int B>
+  void backward_impl(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                     std::span<const NDArray> out, std::span<const Req> req,
+                     std::span<const NDArray> ig) {
     const float* g = og[0].data<float>();
     const float* x = in[0].data<float>();
     const float* gamma = in[1].data<float>();
@@ -119,57 +184,88 @@ class BNKernel final : public Kernel {
     const double m = static_cast<double>(outer_ * inner_);
     auto ptr = [&](size_t i) { return req[i] == Req::kNull ? nullptr : ig[i].data<float>(); };
     float *dx = ptr(0), *dgamma = ptr(1), *dbeta = ptr(2);
+    const int64_t nb = c_ / B;
 #pragma omp parallel for if (outer_ * inner_ * c_ > 32768)
-    for (int64_t c = 0; c < c_; ++c) {
-      double mu, is;
-      if (train) {  // the batch statistics saved by forward
-        mu = out[1].data<float>()[c];
-        is = out[2].data<float>()[c];
-        double var = 1.0 / (is * is) - p_.eps;
-        mm[c] = static_cast<float>(mm[c] * p_.momentum + mu * (1.0 - p_.momentum));
-        mv[c] = static_cast<float>(mv[c] * p_.momentum + var * (1.0 - p_.momentum));
-      } else {
-        mu = mm[c];
-        is = 1.0 / std::sqrt(static_cast<double>(mv[c]) + p_.eps);
+    for (int64_t cb = 0; cb < nb; ++cb) {
+      double mu[B], is[B];
+      for (int j = 0; j < B; ++j) {
+        int64_t c = cb * B + j;
+        if (train) {  // the batch statistics saved by forward
+          mu[j] = out[1].data<float>()[c];
+          is[j] = out[2].data<float>()[c];
+          double var = 1.0 / (is[j] * is[j]) - p_.eps;
+          mm[c] = static_cast<float>(mm[c] * p_.momentum + mu[j] * (1.0 - p_.momentum));
+          mv[c] = static_cast<float>(mv[c] * p_.momentum + var * (1.0 - p_.momentum));
+        } else {
+          mu[j] = mm[c];
+          is[j] = 1.0 / std::sqrt(static_cast<double>(mv[c]) + p_.eps);
+        }
       }
-      double sum_g = 0, sum_gx = 0;  // Σ g and Σ g·x̂
-      for_channel(c, [&](int64_t k) {
-        sum_g += g[k];
-        sum_gx += g[k] * (x[k] - mu) * is;
+      double sum_g[B] = {}, sum_gx[B] = {};  // Σ g and Σ g·x̂
+      for_block<B>(cb, [&](int64_t k) {
+        for (int j = 0; j < B; ++j) {
+          sum_g[j] += g[k + j];
+          sum_gx[j] += g[k + j] * (x[k + j] - mu[j]) * is[j];
+        }
       });
-      float gam = p_.fix_gamma ? 1.f : gamma[c];
-      if (dgamma)
-        nn::store(dgamma, c, p_.fix_gamma ? 0.f : static_cast<float>(sum_gx), nn::is_add(req[1]));
-      if (dbeta) nn::store(dbeta, c, static_cast<float>(sum_g), nn::is_add(req[2]));
+      float k1[B], mg[B], mgx[B], fmu[B], fis[B];
+      for (int j = 0; j < B; ++j) {
+        int64_t c = cb * B + j;
+        float gam = p_.fix_gamma ? 1.f : gamma[c];
+        if (dgamma)
+          nn::store(dgamma, c, p_.fix_gamma ? 0.f : static_cast<float>(sum_gx[j]),
+                    nn::is_add(req[1]));
+        if (dbeta) nn::store(dbeta, c, static_cast<float>(sum_g[j]), nn::is_add(req[2]));
+        k1[j] = static_cast<float>(gam * is[j]);
+        mg[j] = static_cast<float>(sum_g[j] / m);
+        mgx[j] = static_cast<float>(sum_gx[j] / m);
+        fmu[j] = static_cast<float>(mu[j]);
+        fis[j] = static_cast<float>(is[j]);
+      }
       if (!dx) continue;
       bool add = nn::is_add(req[0]);
-      float k1 = static_cast<float>(gam * is);
-      if (train) {
-        float mg = static_cast<float>(sum_g / m), mgx = static_cast<float>(sum_gx / m);
-        float fmu = static_cast<float>(mu), fis = static_cast<float>(is);
-        for_channel(c, [&](int64_t k) {
-          float xhat = (x[k] - fmu) * fis;
-          nn::store(dx, k, (g[k] - mg - xhat * mgx) * k1, add);
+      if (train)
+        for_block<B>(cb, [&](int64_t k) {
+          for (int j = 0; j < B; ++j) {
+            float xhat = (x[k + j] - fmu[j]) * fis[j];
+            nn::store(dx, k + j, (g[k + j] - mg[j] - xhat * mgx[j]) * k1[j], add);
+          }
         });
-      } else {
-        for_channel(c, [&](int64_t k) { nn::store(dx, k, g[k] * k1, add); });
-      }
+      else
+        for_block<B>(cb, [&](int64_t k) {
+          for (int j = 0; j < B; ++j) nn::store(dx, k + j, g[k + j] * k1[j], add);
+        });
     }
   }
 
- private:
-  // Calls f(flat index) for every element of channel c.
-  template <class F>
-  void for_channel(int64_t c, F&& f) const {
+  // Calls f(flat index of the block's first channel) for every (outer, inner) position of
+  // channel block cb; the block's B channels follow contiguously.
+  template <int B, class F>
+  void for_block(int64_t cb, F&& f) const {
+    const int64_t nb = c_ / B;
     for (int64_t o = 0; o < outer_; ++o) {
-      int64_t base = (o * c_ + c) * inner_;
-      for (int64_t i = 0; i < inner_; ++i) f(base + i);
+      int64_t base = (o * nb + cb) * inner_ * B;
+      for (int64_t i = 0; i < inner_; ++i) f(base + i * B);
     }
   }
 
   BNParam p_;
   int64_t outer_ = 1, inner_ = 1, c_ = 1;
+  int block_ = 1;
+  bool relu_ = false;  // fused epilogue: output is max(y, 0)
 };
+
+// Data in a channel-blocked layout when the channel axis is 1 of a 4-D input.
+LayoutRule bn_layout_rule(const OpAttrs& a, const std::vector<Shape>& in) {
+  if (in.empty() || in[0].ndim() != 4 ||
+      nn::normalize_axis(a.param<BNParam>().axis, 4, "BatchNorm") != 1)
+    return {};
+  return LayoutRule{{{{LayoutSlot::kIn, 0},
+                      {LayoutSlot::kOut, 0},
+                      {LayoutSlot::kInGrad, 0},
+                      {LayoutSlot::kOutGrad, 0}}},
+                    false};
+}
 
 LOOM_REGISTER_OP("BatchNorm")
     .describe("Batch normalisation with moving statistics as auxiliary states.")
@@ -184,6 +280,9 @@ LOOM_REGISTER_OP("BatchNorm")
     // Backward reads the saved batch mean and inverse std (outputs 1, 2), not the output.
     .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = true, .out_data_mask = 0b110})
     .cpu<BNKernel>()
+    // Each channel's dy is read (sums, then the gradient pass) before dx overwrites it.
+    .backward_inplace_pairs({{0, 0}})
+    .layouts(bn_layout_rule)
     .sample({.attrs = {{"fix_gamma", "False"}},
              .in_shapes = {{2, 3, 5, 5}, {3}, {3}, {3}, {3}},
              .in_kinds = {"normal", "positive", "normal", "normal", "positive"},

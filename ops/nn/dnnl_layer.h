@@ -1,9 +1,9 @@
-// A oneDNN layer with weights (convolution, inner product) run on Loom's plain arrays.
-// The forward, backward-data and backward-weights primitives are built once per bind. Every
-// tensor goes through a LayoutBridge: when a primitive chose a layout other than Loom's plain
-// one (blocked activations, blocked weights) the tensor is reordered per call (weights
-// change in training; activations between ops stay plain), and outputs the primitives cannot
-// accumulate go through scratch.
+// A oneDNN layer with weights (convolution, deconvolution) run on Loom's arrays. The
+// forward, backward-data and backward-weights primitives are built once per bind. Every
+// tensor goes through a LayoutBridge: when a primitive chose a layout other than the one
+// Loom's array has (weights are plain; activations plain or channel-blocked, as the
+// executor's layout plan chose) the tensor is reordered per call (weights change in
+// training), and outputs the primitives cannot accumulate go through scratch.
 #pragma once
 
 #include <optional>
@@ -16,54 +16,84 @@
 
 namespace loom::nn {
 
+/// The descriptors of Loom's arrays around a weighted layer: data, weights, bias (zero desc
+/// when absent), output, and the gradients of data and output.
+struct LayerDescs {
+  dnnl::memory::desc src, weights, bias, dst, diff_src, diff_dst;
+};
+
 class DnnlWeightedLayer {
  public:
-  /// `src`, `weights`, `bias` (zero desc when absent) and `dst` are the plain descriptors
-  /// of Loom's arrays; the primitive descriptors may have chosen any layouts for
-  /// src/weights/dst (bias must be plain).
+  /// `arrays` describes Loom's arrays; the primitive descriptors may have chosen any
+  /// layouts for src/weights/dst (bias must be plain). Primitives built with
+  /// scratchpad_mode::user get their scratchpad from the kernel workspace (shared with every
+  /// other kernel) instead of oneDNN's own allocation.
+  DnnlWeightedLayer(const dnnl::primitive_desc& fwd, const dnnl::primitive_desc& bwd_data,
+                    const dnnl::primitive_desc& bwd_weights, const LayerDescs& arrays)
+      : fwd_(fwd),
+        bwd_data_(bwd_data),
+        bwd_weights_(bwd_weights),
+        bias_(arrays.bias),
+        f_src_(arrays.src, fwd.src_desc(0)),
+        f_w_(arrays.weights, fwd.weights_desc(0)),
+        f_dst_(arrays.dst, fwd.dst_desc(0)),
+        d_ddst_(arrays.diff_dst, bwd_data.diff_dst_desc(0)),
+        d_w_(arrays.weights, bwd_data.weights_desc(0)),
+        d_dsrc_(arrays.diff_src, bwd_data.diff_src_desc(0)),
+        w_src_(arrays.src, bwd_weights.src_desc(0)),
+        w_ddst_(arrays.diff_dst, bwd_weights.diff_dst_desc(0)),
+        w_dw_(arrays.weights, bwd_weights.diff_weights_desc(0)),
+        w_db_(arrays.bias, arrays.bias),
+        has_bias_(arrays.bias.get_size() > 0),
+        sp_fwd_(fwd.scratchpad_desc()),
+        sp_bd_(bwd_data.scratchpad_desc()),
+        sp_bw_(bwd_weights.scratchpad_desc()),
+        impl_("fwd=" + std::string(fwd.impl_info_str()) + " bwd_data=" + bwd_data.impl_info_str() +
+              " bwd_weights=" + bwd_weights.impl_info_str()) {}
+
+  /// All of Loom's arrays plain.
   DnnlWeightedLayer(const dnnl::primitive_desc& fwd, const dnnl::primitive_desc& bwd_data,
                     const dnnl::primitive_desc& bwd_weights, const dnnl::memory::desc& src,
                     const dnnl::memory::desc& weights, const dnnl::memory::desc& bias,
                     const dnnl::memory::desc& dst)
-      : fwd_(fwd),
-        bwd_data_(bwd_data),
-        bwd_weights_(bwd_weights),
-        bias_(bias),
-        f_src_(src, fwd.src_desc(0)),
-        f_w_(weights, fwd.weights_desc(0)),
-        f_dst_(dst, fwd.dst_desc(0)),
-        d_ddst_(dst, bwd_data.diff_dst_desc(0)),
-        d_w_(weights, bwd_data.weights_desc(0)),
-        d_dsrc_(src, bwd_data.diff_src_desc(0)),
-        w_src_(src, bwd_weights.src_desc(0)),
-        w_ddst_(dst, bwd_weights.diff_dst_desc(0)),
-        w_dw_(weights, bwd_weights.diff_weights_desc(0)),
-        w_db_(bias, bias),
-        has_bias_(bias.get_size() > 0),
-        impl_("fwd=" + std::string(fwd.impl_info_str()) + " bwd_data=" + bwd_data.impl_info_str() +
-              " bwd_weights=" + bwd_weights.impl_info_str()) {}
+      : DnnlWeightedLayer(fwd, bwd_data, bwd_weights,
+                          LayerDescs{src, weights, bias, dst, src, dst}) {}
 
   /// The implementations oneDNN chose, e.g. "fwd=gemm:jit bwd_data=... bwd_weights=...".
   const std::string& impl_info() const { return impl_; }
 
   size_t workspace_bytes() const {
-    size_t fwd = in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_);
+    size_t fwd =
+        in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_) + align64(sp_fwd_.get_size());
     size_t bwd = in_bytes(d_ddst_) + in_bytes(d_w_) + out_bytes(d_dsrc_) + in_bytes(w_src_) +
                  in_bytes(w_ddst_) + out_bytes(w_dw_) + out_bytes(w_db_);
+    bwd += align64(std::max(sp_bd_.get_size(), sp_bw_.get_size()));
     return std::max(fwd, bwd);
   }
 
-  void forward(const float* src, const float* w, const float* b, float* dst, Req req,
-               void* workspace) const {
+  /// Forward. With `cached_weights` (inference) the weights array's reorder is kept between
+  /// calls and reused while the array provably has not changed: its storage never handed
+  /// out a mutable pointer and its write version is the one the reorder was made from
+  /// (Storage::version).
+  void forward(const float* src, const NDArray& weights, const float* b, float* dst, Req req,
+               void* workspace, bool cached_weights) {
     if (req == Req::kNull) return;
     const auto& eng = dnnl_util::engine();
     ScratchCursor ws(workspace);
     std::unordered_map<int, dnnl::memory> args;
     args[DNNL_ARG_SRC] = f_src_.to_chosen(src, ws.take(in_bytes(f_src_)));
-    args[DNNL_ARG_WEIGHTS] = f_w_.to_chosen(w, ws.take(in_bytes(f_w_)));
+    const float* w = weights.cdata<float>();
+    void* w_scratch = ws.take(in_bytes(f_w_));
+    if (cached_weights && !f_w_.same() && weights.device().type == DeviceType::kCPU &&
+        !weights.storage()->escaped())
+      args[DNNL_ARG_WEIGHTS] = cached_weights_for(weights);
+    else
+      args[DNNL_ARG_WEIGHTS] = f_w_.to_chosen(w, w_scratch);
     if (has_bias_) args[DNNL_ARG_BIAS] = dnnl::memory(bias_, eng, const_cast<float*>(b));
     void* target = f_dst_.target(dst, ws.take(out_bytes(f_dst_)), is_add(req));
     args[DNNL_ARG_DST] = dnnl::memory(f_dst_.chosen(), eng, target);
+    if (sp_fwd_.get_size())
+      args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_fwd_, eng, ws.take(sp_fwd_.get_size()));
     dnnl_util::execute(fwd_, args);
     f_dst_.finish(target, dst, is_add(req));
   }
@@ -81,12 +111,15 @@ class DnnlWeightedLayer {
     void* wdd_buf = ws.take(in_bytes(w_ddst_));
     void* dw_buf = ws.take(out_bytes(w_dw_));
     void* db_buf = ws.take(out_bytes(w_db_));
+    void* sp_buf = ws.take(std::max(sp_bd_.get_size(), sp_bw_.get_size()));
     if (req_src != Req::kNull) {
       void* target = d_dsrc_.target(diff_src, ds_buf, is_add(req_src));
-      dnnl_util::execute(bwd_data_,
-                         {{DNNL_ARG_DIFF_DST, d_ddst_.to_chosen(diff_dst, dd_buf)},
-                          {DNNL_ARG_WEIGHTS, d_w_.to_chosen(w, w_buf)},
-                          {DNNL_ARG_DIFF_SRC, dnnl::memory(d_dsrc_.chosen(), eng, target)}});
+      std::unordered_map<int, dnnl::memory> args{
+          {DNNL_ARG_DIFF_DST, d_ddst_.to_chosen(diff_dst, dd_buf)},
+          {DNNL_ARG_WEIGHTS, d_w_.to_chosen(w, w_buf)},
+          {DNNL_ARG_DIFF_SRC, dnnl::memory(d_dsrc_.chosen(), eng, target)}};
+      if (sp_bd_.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_bd_, eng, sp_buf);
+      dnnl_util::execute(bwd_data_, args);
       d_dsrc_.finish(target, diff_src, is_add(req_src));
     }
     bool want_b = has_bias_ && req_b != Req::kNull;
@@ -99,12 +132,36 @@ class DnnlWeightedLayer {
         {DNNL_ARG_DIFF_DST, w_ddst_.to_chosen(diff_dst, wdd_buf)},
         {DNNL_ARG_DIFF_WEIGHTS, dnnl::memory(w_dw_.chosen(), eng, w_target)}};
     if (has_bias_) args[DNNL_ARG_DIFF_BIAS] = dnnl::memory(bias_, eng, b_target);
+    if (sp_bw_.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_bw_, eng, sp_buf);
     dnnl_util::execute(bwd_weights_, args);
     if (req_w != Req::kNull) w_dw_.finish(w_target, diff_w, is_add(req_w));
     if (want_b) w_db_.finish(b_target, diff_b, is_add(req_b));
   }
 
  private:
+  dnnl::memory cached_weights_for(const NDArray& weights) {
+    const auto& st = weights.storage();
+    uint64_t version = st->version();
+    if (w_cache_.owner.lock() != st || w_cache_.offset != weights.offset() ||
+        w_cache_.version != version || w_cache_.buffer.is_none()) {
+      if (w_cache_.buffer.is_none())
+        w_cache_.buffer = NDArray(Shape{static_cast<int64_t>(f_w_.scratch_bytes())}, DType::kUint8);
+      f_w_.to_chosen(weights.cdata<float>(), w_cache_.buffer.raw());
+      w_cache_.owner = st;
+      w_cache_.offset = weights.offset();
+      w_cache_.version = version;
+    }
+    return dnnl::memory(f_w_.chosen(), dnnl_util::engine(), w_cache_.buffer.raw());
+  }
+
+  // The forward weights in the primitive's layout, and which array version they came from.
+  struct WeightCache {
+    std::weak_ptr<Storage> owner;
+    size_t offset = 0;
+    uint64_t version = 0;
+    NDArray buffer;
+  } w_cache_;
+
   // Scratch for an input: only when it must be reordered.
   static size_t in_bytes(const dnnl_util::LayoutBridge& b) {
     return b.same() ? 0 : align64(b.scratch_bytes());
@@ -114,13 +171,14 @@ class DnnlWeightedLayer {
 
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
   dnnl::memory::desc bias_;
+  dnnl::memory::desc sp_fwd_, sp_bd_, sp_bw_;  // user-mode scratchpads (zero size otherwise)
   dnnl_util::LayoutBridge f_src_, f_w_, f_dst_, d_ddst_, d_w_, d_dsrc_, w_src_, w_ddst_, w_dw_,
       w_db_;
   bool has_bias_;
   std::string impl_;
 };
 
-/// The kernel shared by FullyConnected, Convolution and Deconvolution: inputs (data,
+/// The kernel shared by Convolution and Deconvolution: inputs (data,
 /// weight[, bias]) through one DnnlWeightedLayer that the derived constructor builds.
 class WeightedLayerKernel : public Kernel {
  public:
@@ -128,17 +186,18 @@ class WeightedLayerKernel : public Kernel {
   size_t workspace_bytes() const override { return layer_->workspace_bytes(); }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const float* b = no_bias_ ? nullptr : in[2].data<float>();
-    layer_->forward(in[0].data<float>(), in[1].data<float>(), b, out[0].data<float>(), req[0],
-                    ctx.workspace);
+    // Inputs are only read: cdata leaves their storage trackable (weights can stay cached).
+    const float* b = no_bias_ ? nullptr : in[2].cdata<float>();
+    layer_->forward(in[0].cdata<float>(), in[1], b, out[0].data<float>(), req[0], ctx.workspace,
+                    /*cached_weights=*/!ctx.is_train);
   }
   void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     auto ptr = [&](size_t i) { return ig[i].is_none() ? nullptr : ig[i].data<float>(); };
     Req rb = no_bias_ ? Req::kNull : req[2];
-    layer_->backward(og[0].data<float>(), in[0].data<float>(), in[1].data<float>(), ptr(0), ptr(1),
-                     no_bias_ ? nullptr : ptr(2), req[0], req[1], rb, ctx.workspace);
+    layer_->backward(og[0].cdata<float>(), in[0].cdata<float>(), in[1].cdata<float>(), ptr(0),
+                     ptr(1), no_bias_ ? nullptr : ptr(2), req[0], req[1], rb, ctx.workspace);
   }
 
  protected:

@@ -1,8 +1,11 @@
-// FullyConnected: y = x·Wᵀ + b on oneDNN inner product (spec 6.1).
+// FullyConnected: y = x·Wᵀ + b on oneDNN matmul (spec 6.1).
+#include <algorithm>
 #include <optional>
+#include <unordered_map>
 
 #include "ops/infer.h"
-#include "ops/nn/dnnl_layer.h"
+#include "ops/nn/nn_util.h"
+#include "runtime/cpu/dnnl_util.h"
 
 namespace loom {
 namespace {
@@ -59,37 +62,113 @@ void fc_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>
   }
 }
 
-class FCKernel final : public nn::WeightedLayerKernel {
+// One matmul primitive per product, built at bind on Loom's row-major arrays directly (a
+// transposed operand is a strided descriptor), so no call reorders anything. Each product
+// has a variant that overwrites and one that accumulates (post-op sum) for req=add.
+class FCKernel final : public Kernel {
  public:
-  explicit FCKernel(const KernelArgs& a)
-      : WeightedLayerKernel(a.attrs.param<FCParam>().no_bias), p_(a.attrs.param<FCParam>()) {
-    using namespace dnnl;
-    using dnnl_util::any_md;
-    using dnnl_util::plain_md;
+  explicit FCKernel(const KernelArgs& a) : p_(a.attrs.param<FCParam>()) {
+    using dnnl::memory;
     const Shape& d = a.in_shapes[0];
-    int64_t k = a.in_shapes[1][1], m = d.numel() / k, o = p_.num_hidden;
-    auto src = plain_md({m, k}), dst = plain_md({m, o}), w = any_md({o, k});
-    auto bias = p_.no_bias ? memory::desc() : plain_md({o});
-    const auto& eng = dnnl_util::engine();
+    k_ = a.in_shapes[1][1];
+    m_ = k_ ? d.numel() / k_ : 0;
+    o_ = p_.num_hidden;
+    auto md = [](int64_t r, int64_t c, bool transposed) {
+      // (r, c) row-major, or the transpose of a row-major (c, r) array
+      return transposed ? memory::desc({r, c}, memory::data_type::f32, memory::dims{1, r})
+                        : memory::desc({r, c}, memory::data_type::f32, memory::dims{c, 1});
+    };
+    x_ = md(m_, k_, false);
+    w_ = md(o_, k_, false);
+    y_ = md(m_, o_, false);
+    bias_ = memory::desc({1, o_}, memory::data_type::f32, memory::dims{o_, 1});
     try {
-      auto fd = p_.no_bias
-                    ? inner_product_forward::desc(prop_kind::forward_training, src, w, dst)
-                    : inner_product_forward::desc(prop_kind::forward_training, src, w, bias, dst);
-      inner_product_forward::primitive_desc fpd(fd, eng);
-      inner_product_backward_data::primitive_desc bdpd({src, w, dst}, eng, fpd);
-      auto wd = p_.no_bias ? inner_product_backward_weights::desc(src, w, dst)
-                           : inner_product_backward_weights::desc(src, w, bias, dst);
-      inner_product_backward_weights::primitive_desc bwpd(wd, eng, fpd);
-      layer_.emplace(fpd, bdpd, bwpd, src, plain_md({o, k}), bias, dst);
+      // y = x · wᵀ + b;  dx = dy · w;  dw = dyᵀ · x
+      make(fwd_, x_, md(k_, o_, true), y_, p_.no_bias ? nullptr : &bias_);
+      make(bwd_data_, y_, w_, x_, nullptr);
+      make(bwd_weights_, md(o_, m_, true), x_, w_, nullptr);
     } catch (const dnnl::error& e) {
       dnnl_util::rethrow(e, "FullyConnected node '" + a.attrs.name + "'");
     }
-    dnnl_util::record_impl("FullyConnected " + d.str() + "->" + std::to_string(o) + " " +
-                           layer_->impl_info());
+    dnnl_util::record_impl("FullyConnected " + d.str() + "->" + std::to_string(o_) +
+                           " fwd=" + fwd_[0].impl + " bwd_data=" + bwd_data_[0].impl +
+                           " bwd_weights=" + bwd_weights_[0].impl);
+  }
+
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull || m_ == 0) return;
+    const auto& eng = dnnl_util::engine();
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, dnnl::memory(x_, eng, in[0].raw())},
+        {DNNL_ARG_WEIGHTS, dnnl::memory(fwd_[0].pd.weights_desc(), eng, in[1].raw())},
+        {DNNL_ARG_DST, dnnl::memory(y_, eng, out[0].raw())}};
+    if (!p_.no_bias) args[DNNL_ARG_BIAS] = dnnl::memory(bias_, eng, in[2].raw());
+    dnnl_util::execute(fwd_[nn::is_add(req[0])].prim, args);
+  }
+
+  void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (m_ == 0) return;
+    const auto& eng = dnnl_util::engine();
+    void* dy = og[0].raw();
+    if (req[0] != Req::kNull)
+      dnnl_util::execute(bwd_data_[nn::is_add(req[0])].prim,
+                         {{DNNL_ARG_SRC, dnnl::memory(y_, eng, dy)},
+                          {DNNL_ARG_WEIGHTS, dnnl::memory(w_, eng, in[1].raw())},
+                          {DNNL_ARG_DST, dnnl::memory(x_, eng, ig[0].raw())}});
+    if (req[1] != Req::kNull)
+      dnnl_util::execute(bwd_weights_[nn::is_add(req[1])].prim,
+                         {{DNNL_ARG_SRC, dnnl::memory(bwd_weights_[0].pd.src_desc(), eng, dy)},
+                          {DNNL_ARG_WEIGHTS, dnnl::memory(x_, eng, in[0].raw())},
+                          {DNNL_ARG_DST, dnnl::memory(w_, eng, ig[1].raw())}});
+    if (!p_.no_bias && req[2] != Req::kNull)
+      bias_grad(og[0].data<float>(), ig[2].data<float>(), req[2]);
   }
 
  private:
+  struct Product {
+    dnnl::matmul::primitive_desc pd;
+    dnnl::matmul prim;
+    std::string impl;
+  };
+  // [0] overwrites dst, [1] adds to it.
+  static void make(Product (&p)[2], const dnnl::memory::desc& src, const dnnl::memory::desc& w,
+                   const dnnl::memory::desc& dst, const dnnl::memory::desc* bias) {
+    const auto& eng = dnnl_util::engine();
+    for (int add = 0; add < 2; ++add) {
+      dnnl::primitive_attr attr;
+      if (add) {
+        dnnl::post_ops po;
+        po.append_sum(1.f);
+        attr.set_post_ops(po);
+      }
+      auto desc = bias ? dnnl::matmul::desc(src, w, *bias, dst) : dnnl::matmul::desc(src, w, dst);
+      p[add].pd = dnnl::matmul::primitive_desc(desc, attr, eng);
+      p[add].prim = dnnl::matmul(p[add].pd);
+      p[add].impl = p[add].pd.impl_info_str();
+    }
+  }
+
+  // db[j] (+)= sum over rows of dy[:, j]
+  void bias_grad(const float* dy, float* db, Req req) const {
+    const int64_t m = m_, o = o_;
+    bool add = nn::is_add(req);
+#pragma omp parallel for if (m * o > 65536)
+    for (int64_t j0 = 0; j0 < o; j0 += 64) {
+      int64_t j1 = std::min(o, j0 + 64);
+      float acc[64] = {};
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += dy[r * o + j];
+      for (int64_t j = j0; j < j1; ++j) nn::store(db, j, acc[j - j0], add);
+    }
+  }
+
   FCParam p_;
+  int64_t m_ = 0, k_ = 0, o_ = 0;
+  dnnl::memory::desc x_, w_, y_, bias_;
+  Product fwd_[2], bwd_data_[2], bwd_weights_[2];
 };
 
 LOOM_REGISTER_OP("FullyConnected")

@@ -131,6 +131,10 @@ void for_each_window(const Geometry& g, PoolKind kind, bool include_pad, F&& f) 
       }
 }
 
+// The kernel works in its input's layout (the data and its gradient share one): planes are
+// processed in groups of B channels stored interleaved (B = 1: plain, one (n, c) plane per
+// group; B = 8/16: oneDNN nChw8c/nChw16c, group (n, c/B) holds cell i of lane j at
+// i * B + j). An output (and its gradient) in another layout goes through scratch.
 class PoolKernel final : public Kernel {
  public:
   explicit PoolKernel(const KernelArgs& a) : p_(a.attrs.param<PoolParam>()) {
@@ -139,91 +143,151 @@ class PoolKernel final : public Kernel {
             : p_.pool_type == "avg" ? PoolKind::kAvg
                                     : PoolKind::kSum;
     include_pad_ = p_.count_include_pad.value_or(true);
+    layout_ = a.layout(LayoutSlot::kIn, 0);
+    Layout out_layout = a.layout(LayoutSlot::kOut, 0);
+    if (out_layout != layout_) {
+      auto dims = dnnl_util::to_dims(a.out_shapes[0]);
+      out_bridge_.emplace(dnnl_util::layout_md(dims, out_layout),
+                          dnnl_util::layout_md(dims, layout_));
+    }
     make_dnnl(a);
   }
 
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
     const float* x = in[0].data<float>();
-    float* y = out[0].data<float>();
-    bool add = nn::is_add(req[0]);
+    float* y_out = out[0].data<float>();
+    const bool add_out = nn::is_add(req[0]);
+    // In the input's layout: the output itself, or scratch reordered into it afterwards.
+    float* y = out_bridge_ ? static_cast<float*>(out_scratch(ctx.workspace)) : y_out;
+    const bool add = out_bridge_ ? false : add_out;
     if (dnnl_fwd_ && !add) {
       const auto& eng = dnnl_util::engine();
       dnnl_util::execute(*dnnl_fwd_,
                          {{DNNL_ARG_SRC, dnnl::memory(src_md_, eng, const_cast<float*>(x))},
                           {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, y)}});
-      return;
+    } else {
+      switch (layout_block(layout_)) {
+        case 16:
+          forward_loop<16>(x, y, add);
+          break;
+        case 8:
+          forward_loop<8>(x, y, add);
+          break;
+        default:
+          forward_loop<1>(x, y, add);
+      }
     }
-    const int64_t isz = g_.in_size(), osz = g_.out_size();
-#pragma omp parallel for if (g_.planes * osz > 4096)
-    for (int64_t c = 0; c < g_.planes; ++c) {
-      const float* xp = x + c * isz;
-      float* yp = y + c * osz;
-      for_each_window(g_, kind_, include_pad_,
-                      [&](int64_t o, const int64_t* lo, const int64_t* hi, float div) {
-                        float acc = kind_ == PoolKind::kMax ? -FLT_MAX : 0.f;
-                        bool any = false;
-                        for (int64_t d = lo[0]; d < hi[0]; ++d)
-                          for (int64_t h = lo[1]; h < hi[1]; ++h)
-                            for (int64_t w = lo[2]; w < hi[2]; ++w) {
-                              float v = xp[(d * g_.in[1] + h) * g_.in[2] + w];
-                              acc = kind_ == PoolKind::kMax ? std::max(acc, v) : acc + v;
-                              any = true;
-                            }
-                        // A window made only of padding: MXNet 1.9.1 leaves max pooling at its
-                        // initial value, the lowest float; avg and sum give 0.
-                        if (!any && kind_ != PoolKind::kMax)
-                          acc = 0.f;
-                        else if (kind_ == PoolKind::kAvg)
-                          acc /= div;
-                        nn::store(yp, o, acc, add);
-                      });
-    }
+    if (out_bridge_) out_bridge_->from_chosen(y, y_out, add_out);
   }
 
   // The gradient of each output goes to the first maximal cell of its window (max), or is
   // spread evenly over the real cells of its window (avg: 1/divisor each; sum: 1 each).
   // With req=add the windows' contributions are summed in scratch first, so the result is
   // exactly the write-mode gradient added once.
-  size_t workspace_bytes() const override { return g_.planes * g_.in_size() * sizeof(float); }
+  size_t workspace_bytes() const override {
+    return nn::align64(g_.planes * g_.in_size() * sizeof(float)) +
+           (out_bridge_ ? out_bridge_->scratch_bytes() : 0);
+  }
 
   void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
     const float* gy = og[0].data<float>();
+    if (out_bridge_)
+      gy = static_cast<const float*>(
+          out_bridge_->to_chosen(gy, out_scratch(ctx.workspace)).get_data_handle());
     const float* x = kind_ == PoolKind::kMax ? in[0].data<float>() : nullptr;
     const bool add = nn::is_add(req[0]);
     float* gx = add ? static_cast<float*>(ctx.workspace) : ig[0].data<float>();
     const int64_t total = g_.planes * g_.in_size();
     std::fill(gx, gx + total, 0.f);
-    const int64_t isz = g_.in_size(), osz = g_.out_size();
-#pragma omp parallel for if (g_.planes * osz > 4096)
-    for (int64_t c = 0; c < g_.planes; ++c) {
-      const float* xp = x ? x + c * isz : nullptr;
-      float* gp = gx + c * isz;
-      for_each_window(g_, kind_, include_pad_,
-                      [&](int64_t o, const int64_t* lo, const int64_t* hi, float div) {
-                        float g = gy[c * osz + o];
-                        int64_t best = -1;
-                        float best_v = -FLT_MAX;
-                        for (int64_t d = lo[0]; d < hi[0]; ++d)
-                          for (int64_t h = lo[1]; h < hi[1]; ++h)
-                            for (int64_t w = lo[2]; w < hi[2]; ++w) {
-                              int64_t i = (d * g_.in[1] + h) * g_.in[2] + w;
-                              if (kind_ != PoolKind::kMax)
-                                gp[i] += g / div;
-                              else if (best < 0 || xp[i] > best_v)
-                                best = i, best_v = xp[i];
-                            }
-                        if (best >= 0) gp[best] += g;
-                      });
+    switch (layout_block(layout_)) {
+      case 16:
+        backward_loop<16>(gy, x, gx);
+        break;
+      case 8:
+        backward_loop<8>(gy, x, gx);
+        break;
+      default:
+        backward_loop<1>(gy, x, gx);
     }
     if (add) dnnl_util::add_to(ig[0].data<float>(), gx, total);
   }
 
  private:
+  // Scratch for the output (or its gradient) in the input's layout, after the add-mode
+  // gradient scratch.
+  void* out_scratch(void* workspace) const {
+    return static_cast<char*>(workspace) + nn::align64(g_.planes * g_.in_size() * sizeof(float));
+  }
+
+  template <int B>
+  void forward_loop(const float* x, float* y, bool add) const {
+    const int64_t isz = g_.in_size(), osz = g_.out_size(), groups = g_.planes / B;
+#pragma omp parallel for if (g_.planes * osz > 4096)
+    for (int64_t c = 0; c < groups; ++c) {
+      const float* xp = x + c * isz * B;
+      float* yp = y + c * osz * B;
+      for_each_window(
+          g_, kind_, include_pad_, [&](int64_t o, const int64_t* lo, const int64_t* hi, float div) {
+            float acc[B];
+            for (int j = 0; j < B; ++j) acc[j] = kind_ == PoolKind::kMax ? -FLT_MAX : 0.f;
+            bool any = false;
+            for (int64_t d = lo[0]; d < hi[0]; ++d)
+              for (int64_t h = lo[1]; h < hi[1]; ++h)
+                for (int64_t w = lo[2]; w < hi[2]; ++w) {
+                  const float* v = xp + ((d * g_.in[1] + h) * g_.in[2] + w) * B;
+                  for (int j = 0; j < B; ++j)
+                    acc[j] = kind_ == PoolKind::kMax ? std::max(acc[j], v[j]) : acc[j] + v[j];
+                  any = true;
+                }
+            // A window made only of padding: MXNet 1.9.1 leaves max pooling at its
+            // initial value, the lowest float; avg and sum give 0.
+            for (int j = 0; j < B; ++j) {
+              float r = acc[j];
+              if (!any && kind_ != PoolKind::kMax)
+                r = 0.f;
+              else if (kind_ == PoolKind::kAvg)
+                r /= div;
+              nn::store(yp, o * B + j, r, add);
+            }
+          });
+    }
+  }
+
+  template <int B>
+  void backward_loop(const float* gy, const float* x, float* gx) const {
+    const int64_t isz = g_.in_size(), osz = g_.out_size(), groups = g_.planes / B;
+#pragma omp parallel for if (g_.planes * osz > 4096)
+    for (int64_t c = 0; c < groups; ++c) {
+      const float* xp = x ? x + c * isz * B : nullptr;
+      float* gp = gx + c * isz * B;
+      for_each_window(g_, kind_, include_pad_,
+                      [&](int64_t o, const int64_t* lo, const int64_t* hi, float div) {
+                        const float* g = gy + (c * osz + o) * B;
+                        int64_t best[B];
+                        float best_v[B];
+                        for (int j = 0; j < B; ++j) best[j] = -1, best_v[j] = -FLT_MAX;
+                        for (int64_t d = lo[0]; d < hi[0]; ++d)
+                          for (int64_t h = lo[1]; h < hi[1]; ++h)
+                            for (int64_t w = lo[2]; w < hi[2]; ++w) {
+                              int64_t i = ((d * g_.in[1] + h) * g_.in[2] + w) * B;
+                              for (int j = 0; j < B; ++j) {
+                                if (kind_ != PoolKind::kMax)
+                                  gp[i + j] += g[j] / div;
+                                else if (best[j] < 0 || xp[i + j] > best_v[j])
+                                  best[j] = i + j, best_v[j] = xp[i + j];
+                              }
+                            }
+                        for (int j = 0; j < B; ++j)
+                          if (best[j] >= 0) gp[best[j]] += g[j];
+                      });
+    }
+  }
+
   // oneDNN max pooling ignores padding like MXNet; its avg modes divide by the full kernel or
   // by the real cells, which matches MXNet unless a 'full' window runs past the padded border.
   void make_dnnl(const KernelArgs& a) {
@@ -242,8 +306,8 @@ class PoolKernel final : public Kernel {
     auto algo = kind_ == PoolKind::kMax ? dnnl::algorithm::pooling_max
                 : include_pad_          ? dnnl::algorithm::pooling_avg_include_padding
                                         : dnnl::algorithm::pooling_avg_exclude_padding;
-    src_md_ = dnnl_util::plain_md(dnnl_util::to_dims(a.in_shapes[0]));
-    dst_md_ = dnnl_util::plain_md(dnnl_util::to_dims(a.out_shapes[0]));
+    src_md_ = dnnl_util::layout_md(dnnl_util::to_dims(a.in_shapes[0]), layout_);
+    dst_md_ = dnnl_util::layout_md(dnnl_util::to_dims(a.out_shapes[0]), layout_);
     try {
       dnnl::pooling_forward::primitive_desc pd(
           {dnnl::prop_kind::forward_inference, algo, src_md_, dst_md_, strides, kernel, pl, pr},
@@ -260,6 +324,8 @@ class PoolKernel final : public Kernel {
   Geometry g_;
   PoolKind kind_;
   bool include_pad_;
+  Layout layout_ = Layout::kPlain;                     // of the input and its gradient
+  std::optional<dnnl_util::LayoutBridge> out_bridge_;  // output's layout <-> layout_
   dnnl::memory::desc src_md_, dst_md_;
   std::optional<dnnl::primitive> dnnl_fwd_;
 };
@@ -273,6 +339,14 @@ LOOM_REGISTER_OP("Pooling")
           .out_grad = true, .in_data = a.param<PoolParam>().pool_type == "max", .out_data = false};
     })
     .cpu<PoolKernel>()
+    // 2-D pooling may run on channel-blocked data: the data and its gradient in one layout,
+    // the output and its gradient in one (the same, or reordered through scratch).
+    .layouts([](const OpAttrs&, const std::vector<Shape>& in) {
+      if (in.empty() || in[0].ndim() != 4) return LayoutRule{};
+      return LayoutRule{{{{LayoutSlot::kIn, 0}, {LayoutSlot::kInGrad, 0}},
+                         {{LayoutSlot::kOut, 0}, {LayoutSlot::kOutGrad, 0}}},
+                        true};
+    })
     .sample({.attrs = {{"kernel", "(2, 2)"}, {"stride", "(2, 2)"}}, .in_shapes = {{2, 3, 5, 5}}})
     .sample({.attrs = {{"kernel", "(3, 3)"},
                        {"stride", "(2, 2)"},

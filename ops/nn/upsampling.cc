@@ -194,8 +194,8 @@ class BilinearKernel final : public Kernel {
   size_t workspace_bytes() const override { return layer_->workspace_bytes(); }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    layer_->forward(in[0].data<float>(), in[1].data<float>(), nullptr, out[0].data<float>(), req[0],
-                    ctx.workspace);
+    layer_->forward(in[0].cdata<float>(), in[1], nullptr, out[0].data<float>(), req[0],
+                    ctx.workspace, !ctx.is_train);
   }
   void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,

@@ -39,6 +39,9 @@ LOOM_REGISTER_OP("_copy")
     .deps(GradDeps{true, false, false})
     .inplace_pairs({{0, 0}})
     .cpu<CopyKernel>()
+    .layouts([](const OpAttrs&, const std::vector<Shape>&) {
+      return elementwise_layout_rule(1, 1);
+    })
     .sample({.attrs = {}, .in_shapes = {{2, 3}}});
 
 LOOM_REGISTER_OP("BlockGrad")

@@ -39,10 +39,15 @@ OpDef& binary(const char* name, bool needs_inputs, const char* doc,
               std::vector<const char*> aliases, const char* rhs_kind = "normal") {
   OpDef& op = register_op(name);
   op.describe(doc).inputs({"lhs", "rhs"}).cpu<BinaryKernel<F>>();
+  // Both operands, the result and the gradients are indexed alike.
+  op.layouts(
+      [](const OpAttrs&, const std::vector<Shape>&) { return elementwise_layout_rule(2, 1); });
   for (const char* al : aliases) op.alias(al);
   op.deps(GradDeps{true, needs_inputs, false});
   // Writing over an input is safe only when the backward does not read the inputs.
   if (!needs_inputs) op.inplace_pairs({{0, 0}, {1, 0}});
+  // lhs' gradient (g times a constant 1) may overwrite g: rhs' is computed from g after.
+  if (!needs_inputs) op.backward_inplace_pairs({{0, 0}});
   op.sample({.attrs = {}, .in_shapes = {{2, 3}, {2, 3}}, .in_kinds = {"normal", rhs_kind}});
   op.sample({.attrs = {}, .in_shapes = {{3, 1, 4}, {3, 1, 4}}, .in_kinds = {"normal", rhs_kind}});
   return op;
@@ -115,7 +120,11 @@ LOOM_REGISTER_OP("add_n")
     .inputs([](const OpAttrs& a) { return arg_names(a.param<AddNParam>().num_args); })
     .deps(GradDeps{true, false, false})
     .inplace_pairs({{0, 0}})
+    .backward_inplace_pairs({{0, 0}})
     .cpu<AddNKernel>()
+    .layouts([](const OpAttrs&, const std::vector<Shape>& in) {
+      return elementwise_layout_rule(static_cast<int>(in.size()), 1);
+    })
     .sample({.attrs = {{"num_args", "3"}}, .in_shapes = {{2, 3}, {2, 3}, {2, 3}}})
     .sample({.attrs = {{"num_args", "1"}}, .in_shapes = {{4}}});
 

@@ -40,6 +40,9 @@ void like_op(const char* name, const char* doc) {
       .deps(GradDeps{false, false, false})
       .zero_grad()
       .template cpu<FillKernel<kValue>>()
+      .layouts([](const OpAttrs&, const std::vector<Shape>& in) {
+        return elementwise_layout_rule(static_cast<int>(in.size()), 1);
+      })
       .sample({.attrs = {}, .in_shapes = {{2, 3}}, .check_grad = false});
 }
 
@@ -69,6 +72,9 @@ void init_op(const char* name, const char* doc) {
       .deps(GradDeps{false, false, false})
       .zero_grad()
       .template cpu<FillKernel<kValue>>()
+      .layouts([](const OpAttrs&, const std::vector<Shape>& in) {
+        return elementwise_layout_rule(static_cast<int>(in.size()), 1);
+      })
       .sample({.attrs = {{"shape", "(2, 3)"}}, .in_shapes = {}, .check_grad = false})
       .sample({.attrs = {{"shape", "(4,)"}, {"dtype", "float32"}},
                .in_shapes = {},

@@ -6,6 +6,7 @@
 #include <new>
 #include <vector>
 
+#include "runtime/cpu/dnnl_util.h"
 #include "runtime/device.h"
 
 namespace loom {
@@ -54,6 +55,7 @@ class CpuBackend final : public DeviceBackend {
   }
   void synchronize(int) override {}
   int count() override { return 1; }
+  int channel_block() override { return dnnl_util::preferred_channel_block(); }
 
  private:
   // Size classes: multiples of 64 B up to 4 KiB, then quarter-powers of two, so a pooled

@@ -45,6 +45,40 @@ memory::desc any_md(const memory::dims& dims) {
   return memory::desc(dims, memory::data_type::f32, memory::format_tag::any);
 }
 
+memory::desc layout_md(const memory::dims& dims, Layout layout) {
+  switch (layout) {
+    case Layout::kNChw16c:
+      return memory::desc(dims, memory::data_type::f32, memory::format_tag::nChw16c);
+    case Layout::kNChw8c:
+      return memory::desc(dims, memory::data_type::f32, memory::format_tag::nChw8c);
+    default:
+      return plain_md(dims);
+  }
+}
+
+int preferred_channel_block() {
+  // Ask a typical 3x3 convolution (built as Convolution builds it) which source layout it wants.
+  static const int block = [] {
+    try {
+      memory::dims src{1, 64, 14, 14}, w{64, 64, 3, 3}, dst{1, 64, 14, 14};
+      dnnl::convolution_forward::primitive_desc pd({dnnl::prop_kind::forward_training,
+                                                    dnnl::algorithm::convolution_direct,
+                                                    any_md(src),
+                                                    any_md(w),
+                                                    any_md(dst),
+                                                    {1, 1},
+                                                    {1, 1},
+                                                    {1, 1}},
+                                                   engine());
+      if (pd.src_desc() == layout_md(src, Layout::kNChw16c)) return 16;
+      if (pd.src_desc() == layout_md(src, Layout::kNChw8c)) return 8;
+    } catch (const dnnl::error&) {
+    }
+    return 1;
+  }();
+  return block;
+}
+
 void execute(const dnnl::primitive& prim, const std::unordered_map<int, memory>& args) {
   auto& s = stream();
   prim.execute(s, args);

@@ -27,6 +27,11 @@ memory::format_tag plain_tag(int ndim);
 memory::desc plain_md(const memory::dims& dims);
 /// A float32 descriptor of `dims` with layout left to the primitive (`format_tag::any`).
 memory::desc any_md(const memory::dims& dims);
+/// A float32 descriptor of a 4-D array of `dims` stored in `layout` (plain: row-major).
+memory::desc layout_md(const memory::dims& dims, Layout layout);
+/// Channels per block of the activation layout oneDNN's convolutions prefer on this CPU
+/// (16 with AVX-512, 8 with AVX2; 1 when they want plain data).
+int preferred_channel_block();
 
 /// Runs `prim` with `args` on this thread's stream and waits for it.
 void execute(const dnnl::primitive& prim, const std::unordered_map<int, memory>& args);
@@ -43,7 +48,8 @@ std::vector<std::string> recorded_impls();
 /// Adds n floats: dst[i] += src[i].
 void add_to(float* dst, const float* src, int64_t n);
 
-/// Moves one tensor between Loom's plain layout and a primitive's chosen layout. The reorder
+/// Moves one tensor between the layout of Loom's array (`plain` below: row-major, or the
+/// channel-blocked layout the executor chose) and a primitive's chosen layout. The reorder
 /// primitives are built once (at bind time); calls only execute them.
 class LayoutBridge {
  public:

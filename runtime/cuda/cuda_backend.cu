@@ -4,6 +4,8 @@
 // count() / device_available() or by the first allocation, so a machine without a GPU (or
 // without a driver) runs every CPU path untouched and gets a loom::Error, not a crash, when
 // something asks for gpu(i).
+#include <dlfcn.h>
+
 #include <map>
 #include <memory>
 #include <mutex>
@@ -85,16 +87,52 @@ cudaStream_t stream(int id) {
   return d.stream;
 }
 
+namespace {
+
+// cuBLAS entry points, resolved when the first handle is created: loading libcublasLt maps
+// ~150 MB resident, which a process that never touches a GPU should not pay at startup.
+struct CublasApi {
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasSetStream_v2) set_stream;
+  decltype(&cublasDestroy_v2) destroy;
+  decltype(&cublasGetStatusName) status_name;
+  decltype(&cublasGetStatusString) status_string;
+};
+
+const CublasApi& cublas_api() {
+  static const CublasApi api = [] {
+    void* lib = dlopen(LOOM_CUBLAS_SONAME, RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) lib = dlopen(LOOM_CUBLAS_PATH, RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) throw Error(std::string("cannot load cuBLAS (" LOOM_CUBLAS_SONAME "): ") + dlerror());
+    auto sym = [&](const char* name) {
+      void* f = dlsym(lib, name);
+      if (!f) throw Error(std::string("cuBLAS has no ") + name);
+      return f;
+    };
+    CublasApi a;
+    a.create = reinterpret_cast<decltype(a.create)>(sym("cublasCreate_v2"));
+    a.set_stream = reinterpret_cast<decltype(a.set_stream)>(sym("cublasSetStream_v2"));
+    a.destroy = reinterpret_cast<decltype(a.destroy)>(sym("cublasDestroy_v2"));
+    a.status_name = reinterpret_cast<decltype(a.status_name)>(sym("cublasGetStatusName"));
+    a.status_string = reinterpret_cast<decltype(a.status_string)>(sym("cublasGetStatusString"));
+    return a;
+  }();
+  return api;
+}
+
+}  // namespace
+
 cublasHandle_t cublas(int id) {
   DeviceState& d = device(id, "create a cuBLAS handle");
   cudaStream_t s = cuda::stream(id);
   std::call_once(d.blas_once, [&] {
     check(cudaSetDevice(id), "cudaSetDevice");
     cublasHandle_t h = nullptr;
-    check(cublasCreate(&h), "cublasCreate");
-    cublasStatus_t st = cublasSetStream(h, s);
+    const CublasApi& api = cublas_api();
+    check(api.create(&h), "cublasCreate");
+    cublasStatus_t st = api.set_stream(h, s);
     if (st != CUBLAS_STATUS_SUCCESS) {
-      cublasDestroy(h);
+      api.destroy(h);
       check(st, "cublasSetStream");
     }
     d.blas = h;
@@ -111,8 +149,9 @@ void check(cudaError_t e, const char* what) {
 
 void check(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
-  throw Error(std::string("cuBLAS error in ") + what + ": " + cublasGetStatusName(s) + " (" +
-              cublasGetStatusString(s) + ")");
+  const CublasApi& api = cublas_api();
+  throw Error(std::string("cuBLAS error in ") + what + ": " + api.status_name(s) + " (" +
+              api.status_string(s) + ")");
 }
 
 namespace {
