@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <set>
 
 #include <cstdlib>
 #include <cstring>
@@ -141,6 +142,15 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     need_grad.push_back(r != Req::kNull);
   }
   for (auto id : aux_ids) aux_names_.push_back(g.node(id).node->name());
+  {
+    // Arrays are bound by name: two different variables with one name would silently share.
+    std::set<std::string> seen;
+    for (const auto* names : {&arg_names_, &aux_names_})
+      for (const auto& n : *names)
+        if (!seen.insert(n).second)
+          throw BindError("bind: two different variables are named '" + n +
+                          "'; arrays are bound by name, so inputs must have unique names");
+  }
   output_names_ = sym.list_outputs();
 
   eg_ = build_exec_graph(g, ent_shapes, ent_types, need_grad);

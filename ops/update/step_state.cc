@@ -212,6 +212,65 @@ LOOM_REGISTER_OP("_loom_copy_state")
     .sample({.in_shapes = {{3, 4}, {3, 4}}, .check_grad = false})
     .sample({.in_shapes = {{5}, {5}}, .in_kinds = {"label:7", "label:9"}, .check_grad = false});
 
+// ---- _assign ----
+
+/// dst = src where pred != 0, element ranges of any dtype (so buckets and chains can hold it).
+class AssignKernel final : public update::RangeKernel {
+ public:
+  explicit AssignKernel(const KernelArgs& a) : RangeKernel(a) {
+    if (a.in_types[0] != a.in_types[1])
+      throw Error("node '" + a.attrs.name + "' (op _assign): dst is " + dtype_name(a.in_types[0]) +
+                  ", src is " + dtype_name(a.in_types[1]));
+  }
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
+    const NDArray &dst = in[0], &src = in[1];
+    const size_t esz = dtype_size(dst.dtype());
+    const size_t b = static_cast<size_t>(r.begin) * esz, n = static_cast<size_t>(r.end - r.begin) * esz;
+    auto* d = static_cast<char*>(dst.raw());
+    if (in[2].cdata<float>()[0] != 0.f && !dst.same_memory(src))
+      std::memcpy(d + b, static_cast<const char*>(src.craw()) + b, n);
+    if (req[0] == Req::kNull || (req[0] != Req::kAdd && out[0].same_memory(dst))) return;
+    if (req[0] == Req::kAdd) {
+      if (dst.dtype() != DType::kFloat32)
+        throw Error("_assign: req=add needs float32, got " + std::string(dtype_name(dst.dtype())));
+      const float* v = dst.data<float>();
+      update::apply(out[0].data<float>(), Req::kAdd, r, [=](int64_t i) { return v[i]; });
+      return;
+    }
+    std::memcpy(static_cast<char*>(out[0].raw()) + b, d + b, n);
+  }
+};
+
+LOOM_REGISTER_OP("_assign")
+    .describe(
+        "Switched assignment: dst = src in place when pred (a one-element float32 input) is "
+        "nonzero, else dst is left as it is; any dtype. The output is dst.")
+    .params(ParamSchema<NoParam>())
+    .inputs({"dst", "src", "pred"})
+    .aux(std::vector<int>{0})
+    .shape_fn([](const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+      update::infer_shape_with_scalars(a, in, out, 2);
+    })
+    .type_fn([](const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
+      DType t = DType::kUnknown;
+      merge_type(t, in[0], input_label(a, 0));
+      merge_type(t, in[1], input_label(a, 1));
+      merge_type(t, out[0], "output 0");
+      if (t == DType::kUnknown) return;
+      in[0] = in[1] = out[0] = t;
+      merge_type(in[2], DType::kFloat32, input_label(a, 2));
+    })
+    .inplace_pairs({{0, 0}})
+    .zero_grad()
+    .cpu<AssignKernel>()
+    .sample({.in_shapes = {{3, 4}, {3, 4}, {1}},
+             .in_kinds = {"normal", "normal", "ones"},
+             .check_grad = false})
+    .sample({.in_shapes = {{5}, {5}, {1}},
+             .in_kinds = {"normal", "normal", "zeros"},
+             .check_grad = false});
+
 // ---- _loom_after ----
 
 struct AfterParam {

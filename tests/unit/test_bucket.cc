@@ -256,6 +256,43 @@ TEST(Chain, JoinsOnlyElementForElementDependencies) {
       ASSERT_NEAR(a[k][i], v[i], 4e-7f * std::max(1.f, std::abs(v[i]))) << k << "[" << i << "]";
 }
 
+// _assign in a bucket, on int32 states: copies where pred is 1, leaves dst where it is 0.
+TEST(Bucket, AssignsAnyDtypeWhenThePredicateHolds) {
+  auto p = Symbol::Variable("p");
+  std::vector<Symbol> in;
+  for (const char* i : {"0", "1"})
+    for (const char* n : {"d", "s"}) in.push_back(Symbol::Variable(n + std::string(i)));
+  in.insert(in.begin() + 2, p);
+  in.push_back(p);
+  auto b = Symbol::Op("_loom_bucket", in, {{"op", "_assign"}, {"num_tensors", "2"}, {"__inplace__", "(0, 3)"}}, "b");
+  BindOptions o;
+  o.default_req = Req::kNull;
+  for (const char* n : {"d0", "s0", "d1", "s1"}) o.type_dict[n] = DType::kInt32;
+  auto ex = Executor::simple_bind(b, {{"d0", Shape{5}}, {"d1", Shape{3, 2}}, {"p", Shape{1}}}, o);
+  auto args = ex->arg_dict();
+  auto aux = ex->aux_dict();
+  for (const char* n : {"s0", "s1"}) args.at(n).fill(7);
+  for (const char* n : {"d0", "d1"}) aux.at(n).fill(-1);
+  ex->forward(true);  // p = 0: nothing changes
+  for (const char* n : {"d0", "d1"})
+    for (int64_t i = 0; i < aux.at(n).size(); ++i) EXPECT_EQ(aux.at(n).data<int32_t>()[i], -1) << n;
+  args.at("p").fill(1);
+  ex->forward(true);
+  for (const char* n : {"d0", "d1"})
+    for (int64_t i = 0; i < aux.at(n).size(); ++i) EXPECT_EQ(aux.at(n).data<int32_t>()[i], 7) << n;
+  EXPECT_EQ(ex->outputs()[1].data<int32_t>()[5], 7);
+}
+
+TEST(Bind, TwoVariablesWithOneNameAreAnError) {
+  auto s = Symbol::Op("elemwise_add", {Symbol::Variable("x"), Symbol::Variable("x")}, {}, "sum");
+  try {
+    Executor::simple_bind(s, {{"x", Shape{2}}});
+    ADD_FAILURE() << "no error";
+  } catch (const BindError& e) {
+    EXPECT_NE(std::string(e.what()).find("two different variables are named 'x'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Bucket, BadBucketsFailClearly) {
   auto w = Symbol::Variable("w"), g = Symbol::Variable("g");
   auto expect_error = [](auto f, const std::string& what) {

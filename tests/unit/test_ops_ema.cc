@@ -104,6 +104,10 @@ LOOM_OP_REFERENCE("_loom_accumulate", [](const test::RefCall& c) {
 LOOM_OP_REFERENCE("_loom_copy_state", [](const test::RefCall& c) {
   return std::vector<NDArray>{map_ref(c, [&](int64_t i) { return c.in[1].at(i); })};
 });
+LOOM_OP_REFERENCE("_assign", [](const test::RefCall& c) {
+  const bool on = c.in[2].at(0) != 0;
+  return std::vector<NDArray>{map_ref(c, [&](int64_t i) { return c.in[on ? 1 : 0].at(i); })};
+});
 LOOM_OP_REFERENCE("_loom_ema_update", [](const test::RefCall& c) {
   double d = model_decay(c.attrs.dict, c.in[2].at(0));
   return std::vector<NDArray>{
