@@ -512,6 +512,16 @@ UPDATES = [
 ]
 
 
+# LAMB, the way MXNet's LAMB optimizer drives its two ops each step t = 1, 2, ...:
+# g = lamb_update_phase1(w, grad, mean, var, t=t, ...); r1 = ||w||, r2 = ||g||;
+# w = lamb_update_phase2(w, g, r1, r2, lr=...).
+LAMB_CASES = [
+    (dict(beta1=0.9, beta2=0.999, epsilon=1e-6, wd=0.01), dict(lr=0.01)),
+    (dict(beta1=0.8, beta2=0.99, epsilon=1e-6, wd=0.0, bias_correction=False,
+          rescale_grad=0.5, clip_gradient=0.3), dict(lr=0.05, lower_bound=0.5, upper_bound=2.0)),
+]
+
+
 # The shared real model files: input shapes from ../shared/models/README.md (batch 1 unless
 # fixed). 20 needs the WarpCTC plugin, which MXNet 1.9.1 does not have either.
 MODEL_INPUTS = {

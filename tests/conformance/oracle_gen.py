@@ -187,6 +187,29 @@ def gen_updates(out):
                 save_npy(d, "step%d_%s" % (step, k), v.asnumpy())
         with open(os.path.join(d, "meta.json"), "w") as f:
             json.dump({"op": op, "kwargs": kw, "states": states, "steps": C.UPDATE_STEPS}, f)
+    gen_lamb(out)
+
+
+def gen_lamb(out):
+    for idx, (kw1, kw2) in enumerate(C.LAMB_CASES):
+        d = os.path.join(out, "lamb_%d" % idx)
+        os.makedirs(d, exist_ok=True)
+        rng = np.random.RandomState(2000 + idx)
+        shape = (6, 5)
+        init = {"weight": rng.randn(*shape).astype(np.float32),
+                "mean": (rng.randn(*shape) * 0.1).astype(np.float32),
+                "var": rng.uniform(0.0, 0.5, size=shape).astype(np.float32)}
+        for k, v in init.items():
+            save_npy(d, "init_" + k, v)
+        w, mean, var = (to_nd(init[k]) for k in ("weight", "mean", "var"))
+        for step in range(C.UPDATE_STEPS):
+            g = (rng.randn(*shape) * 0.8).astype(np.float32)
+            save_npy(d, "grad_%d" % step, g)
+            upd = mx.nd.lamb_update_phase1(w, to_nd(g), mean, var, t=step + 1, **kw1)
+            r1, r2 = w.norm(), upd.norm()
+            w = mx.nd.lamb_update_phase2(w, upd, r1, r2, **kw2)
+            for k, v in (("weight", w), ("mean", mean), ("var", var), ("g", upd)):
+                save_npy(d, "step%d_%s" % (step, k), v.asnumpy())
 
 
 def gen_seed(out):
