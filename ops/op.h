@@ -79,6 +79,18 @@ class Kernel {
     return false;
   }
 
+  // ---- Inference fusion of a residual sum into the producer of one operand ----
+  /// Consumer, at bind: output 0 is input 0 + input 1 (elemwise_add).
+  virtual bool is_binary_sum() const { return false; }
+  /// Producer, at bind: prepare to add output 0 onto what a destination already holds.
+  virtual bool fuse_sum() { return false; }
+  /// Producer, per call: dst += output 0 (out[0] is left as it was); false when it cannot
+  /// this call (nothing written).
+  virtual bool forward_sum(const OpContext&, std::span<const NDArray> /*in*/,
+                           const NDArray& /*dst*/) {
+    return false;
+  }
+
   /// Computes outputs from inputs (args then aux; aux arrays may be updated in place).
   /// req[i] is kWrite, kInplace (out[i] aliases an input) or kAdd, or kNull (skip).
   virtual void forward(const OpContext& ctx, std::span<const NDArray> in,

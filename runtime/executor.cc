@@ -30,6 +30,8 @@ struct Executor::Step {
   std::vector<int64_t> partition;  // the element-wise kernel's range_partition()
   // Producer of a channel-affine pair: the next step is its consumer (Kernel::channel_affine).
   bool affine_next = false;
+  // Producer of a residual sum: adds its output onto the next step's output (Kernel::fuse_sum).
+  bool sum_next = false;
 };
 
 Executor::~Executor() = default;
@@ -354,11 +356,11 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
   // LOOM_FUSE_CONV_BN=0 turns it off.
   std::vector<bool> affine_producer(eg_.nodes.size(), false);
   const char* fcb = std::getenv("LOOM_FUSE_CONV_BN");
+  auto overlaps = [](const NDArray& a, const NDArray& b) {
+    if (a.is_none() || b.is_none() || a.storage() != b.storage()) return false;
+    return a.offset() < b.offset() + b.nbytes() && b.offset() < a.offset() + a.nbytes();
+  };
   if (!(fcb && std::strcmp(fcb, "0") == 0)) {
-    auto overlaps = [](const NDArray& a, const NDArray& b) {
-      if (a.is_none() || b.is_none() || a.storage() != b.storage()) return false;
-      return a.offset() < b.offset() + b.nbytes() && b.offset() < a.offset() + a.nbytes();
-    };
     for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
       const ExecNode& n = eg_.nodes[i];
       if (!n.attrs || n.kind != ExecNode::Kind::kForward || !kernel_of[i] || absorbed[i] ||
@@ -389,6 +391,46 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       if (kernel_of[i]->fuse_channel_affine(relu)) affine_producer[i] = true, ++fused_affine_;
     }
   }
+  // Residual-sum fusion (inference calls): a forward node whose output 0 is read only by the
+  // next step's forward, an elemwise_add whose output took the other operand's buffer, adds
+  // its output onto that buffer itself (a convolution's sum post-op) and the add is skipped.
+  // The other operand was computed before (no step runs in between) and its buffer must not
+  // overlap the producer's inputs. LOOM_FUSE_CONV_SUM=0 turns it off.
+  std::vector<bool> sum_producer(eg_.nodes.size(), false);
+  const char* fcs = std::getenv("LOOM_FUSE_CONV_SUM");
+  if (!(fcs && std::strcmp(fcs, "0") == 0)) {
+    for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
+      const ExecNode& n = eg_.nodes[i];
+      if (!n.attrs || n.kind != ExecNode::Kind::kForward || !kernel_of[i] || absorbed[i] ||
+          affine_producer[i] || n.out.empty() || n.pred != kNoEntry || !n.alias.empty())
+        continue;
+      uint32_t e = n.out[0];
+      if (e == kNoEntry || external[e] || pinned[e] || readers[e] != 1) continue;
+      size_t j = reader[e];
+      if (j <= i || j >= eg_.num_forward_nodes) continue;
+      const ExecNode& m = eg_.nodes[j];
+      if (m.kind != ExecNode::Kind::kForward || !m.attrs || !kernel_of[j] || absorbed[j] ||
+          m.in.size() != 2 || m.in[0] == m.in[1] || m.out.size() != 1 || m.pred != kNoEntry ||
+          !m.alias.empty() || !kernel_of[j]->is_binary_sum())
+        continue;
+      bool adjacent = true;
+      for (size_t k = i + 1; k < j; ++k)
+        adjacent = adjacent && (!eg_.nodes[k].attrs || absorbed[k]);
+      if (!adjacent) continue;
+      uint32_t other = m.in[0] == e ? m.in[1] : m.in[0], p = m.out[0];
+      if (other == kNoEntry || p == kNoEntry || external[p] || entries_[p].is_none() ||
+          !entries_[p].same_memory(entries_[other]) ||
+          entries_[p].nbytes() != entries_[e].nbytes() || entries_[p].same_memory(entries_[e]))
+        continue;
+      if (node_layouts[j].get(LayoutSlot::kOut, 0) != node_layouts[i].get(LayoutSlot::kOut, 0))
+        continue;
+      bool clash = false;
+      for (auto in_e : n.in)
+        clash = clash || (in_e != kNoEntry && overlaps(entries_[p], entries_[in_e]));
+      if (clash) continue;
+      if (kernel_of[i]->fuse_sum()) sum_producer[i] = true, ++fused_sum_;
+    }
+  }
   for (const auto& k : kernels) ws = std::max(ws, k->workspace_bytes());
   if (ws) workspace_ = NDArray(Shape{static_cast<int64_t>(ws)}, DType::kUint8, dev_);
 
@@ -412,6 +454,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       s.n_out = n.out.size();
       s.mutated = op_aux(*n.attrs);
       s.affine_next = affine_producer[i];
+      s.sum_next = sum_producer[i];
       s.partition = s.kernel->range_partition();
       if (n.pred != kNoEntry) {
         s.pred = entries_[n.pred];
@@ -566,6 +609,14 @@ void Executor::run(std::vector<Step>& steps, bool is_train) {
           s.kernel->forward_affine(ctx, a.subspan(0, s.n_in), t_out[0], affine_scale_,
                                    affine_shift_)) {
         t.kernel->forward_rest(ctx, t_in, t.req, t_out);
+        ++k;
+        continue;
+      }
+    }
+    if (s.sum_next && k + 1 < steps.size()) {
+      // The producer adds its output onto the sum's output, which holds the other operand.
+      Step& t = steps[k + 1];
+      if (s.kernel->forward_sum(ctx, a.subspan(0, s.n_in), t.arrays[t.n_in])) {
         ++k;
         continue;
       }

@@ -212,6 +212,37 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     }
     return false;
   }
+  // Inference: a residual add as a sum post-op (same primitive otherwise).
+  bool fuse_sum() override {
+    using namespace dnnl;
+    try {
+      primitive_attr attr;
+      attr.set_scratchpad_mode(scratchpad_mode::user);
+      post_ops po;
+      po.append_sum(1.f);
+      attr.set_post_ops(po);
+      auto fwd = prop_kind::forward_training;  // the forward's implementation and weights
+      auto src = layer_->fwd_src_desc(), dst = layer_->fwd_dst_desc();
+      auto w = dnnl_util::any_md(wdims_);
+      auto d =
+          no_bias_
+              ? convolution_forward::desc(fwd, algo_, src, w, dst, strides_, dilates_, pad_, pad_)
+              : convolution_forward::desc(fwd, algo_, src, w, dnnl_util::plain_md({p_.num_filter}),
+                                          dst, strides_, dilates_, pad_, pad_);
+      convolution_forward::primitive_desc pd(d, attr, dnnl_util::engine());
+      if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) return false;
+      if (!layer_->enable_sum(pd)) return false;
+      dnnl_util::record_impl(desc_ + " +sum " + pd.impl_info_str());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }
+  bool forward_sum(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst) override {
+    if (ctx.is_train) return false;
+    const float* b = no_bias_ ? nullptr : in[2].cdata<float>();
+    return layer_->forward_sum(in[0].cdata<float>(), in[1], b, dst.data<float>(), ctx.workspace);
+  }
   bool forward_affine(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,
                       std::span<const float> scale, std::span<const float> shift) override {
     if (!layer_->has_affine() || scale.size() != static_cast<size_t>(p_.num_filter)) return false;

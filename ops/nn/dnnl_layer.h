@@ -85,6 +85,8 @@ class DnnlWeightedLayer {
   size_t workspace_bytes() const {
     size_t aff =
         has_affine() ? in_bytes(f_src_) + out_bytes(f_dst_) + align64(sp_aff_.get_size()) : 0;
+    aff = std::max(
+        aff, in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_) + align64(sp_sum_.get_size()));
     size_t fwd = std::max(
         aff, in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_) + align64(sp_fwd_.get_size()));
     size_t bwd = in_bytes(d_ddst_) + in_bytes(d_w_) + out_bytes(d_dsrc_) + in_bytes(w_src_) +
@@ -99,6 +101,29 @@ class DnnlWeightedLayer {
   /// (Storage::version).
   void forward(const float* src, const NDArray& weights, const float* b, float* dst, Req req,
                void* workspace, bool cached_weights) {
+    run_forward(fwd_, sp_fwd_, src, weights, b, dst, req, workspace, cached_weights);
+  }
+
+  /// Adds the inference forward with a sum post-op (`pd`: the forward's layouts for data,
+  /// weights and output), when Loom's output array is in the chosen layout.
+  bool enable_sum(const dnnl::primitive_desc& pd) {
+    if (!f_dst_.same() || !(pd.weights_desc(0) == f_w_.chosen())) return false;
+    sum_fwd_ = dnnl::primitive(pd);
+    sp_sum_ = pd.scratchpad_desc();
+    return true;
+  }
+  /// dst += the forward's output (inference: cached weights as in forward).
+  bool forward_sum(const float* src, const NDArray& weights, const float* b, float* dst,
+                   void* workspace) {
+    if (!sum_fwd_) return false;
+    run_forward(*sum_fwd_, sp_sum_, src, weights, b, dst, Req::kWrite, workspace, true);
+    return true;
+  }
+
+ private:
+  void run_forward(const dnnl::primitive& prim, const dnnl::memory::desc& sp, const float* src,
+                   const NDArray& weights, const float* b, float* dst, Req req, void* workspace,
+                   bool cached_weights) {
     if (req == Req::kNull) return;
     const auto& eng = dnnl_util::engine();
     ScratchCursor ws(workspace);
@@ -114,12 +139,12 @@ class DnnlWeightedLayer {
     if (has_bias_) args[DNNL_ARG_BIAS] = dnnl::memory(bias_, eng, const_cast<float*>(b));
     void* target = f_dst_.target(dst, ws.take(out_bytes(f_dst_)), is_add(req));
     args[DNNL_ARG_DST] = dnnl::memory(f_dst_.chosen(), eng, target);
-    if (sp_fwd_.get_size())
-      args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_fwd_, eng, ws.take(sp_fwd_.get_size()));
-    dnnl_util::execute(fwd_, args);
+    if (sp.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp, eng, ws.take(sp.get_size()));
+    dnnl_util::execute(prim, args);
     f_dst_.finish(target, dst, is_add(req));
   }
 
+ public:
   /// Inference forward computing y * scale[f] + shift[f] (then ReLU if built so) per output
   /// channel f into `dst`, as the convolution with weights w * scale[f] and bias
   /// b * scale[f] + shift[f]. The scaled weights are kept in the primitive's layout while the
@@ -248,6 +273,9 @@ class DnnlWeightedLayer {
   // Scratch for an output: when reordered or accumulated.
   static size_t out_bytes(const dnnl_util::LayoutBridge& b) { return align64(b.scratch_bytes()); }
 
+  // The inference forward with a sum post-op (enable_sum).
+  std::optional<dnnl::primitive> sum_fwd_;
+  dnnl::memory::desc sp_sum_;
   // The affine-folded inference forward (enable_affine) and its scaled weights.
   std::optional<dnnl::primitive> aff_fwd_;
   dnnl_util::LayoutBridge aff_w_;

@@ -271,5 +271,81 @@ TEST(ConvFusion, OnlyWhenTheConvOutputIsPrivate) {
   EXPECT_EQ(one->fused_affine_pairs(), 1u);
 }
 
+// Two pre-activation (ResNet v2) units: BN -> ReLU -> conv -> BN -> ReLU -> conv, plus a
+// 1x1 shortcut conv in the first, then the residual adds and a final BN -> ReLU. Each add's
+// later operand is a convolution that can add itself onto the earlier operand's buffer.
+Symbol v2_units(int channels) {
+  auto conv = [&](const Symbol& x, const std::string& name, int k) {
+    return Symbol::Op("Convolution", {x},
+                      {{"kernel", "(" + S(k) + "," + S(k) + ")"},
+                       {"pad", "(" + S(k / 2) + "," + S(k / 2) + ")"},
+                       {"num_filter", S(channels)},
+                       {"no_bias", "True"}},
+                      name);
+  };
+  auto bnrelu = [&](const Symbol& x, const std::string& name) {
+    auto b = Symbol::Op("BatchNorm", {x}, {{"fix_gamma", "False"}, {"eps", "2e-5"}}, name + "_bn");
+    return Symbol::Op("Activation", {b}, {{"act_type", "relu"}}, name + "_relu");
+  };
+  auto data = Symbol::Variable("data");
+  auto r1 = bnrelu(data, "u1a");
+  auto b = conv(bnrelu(conv(r1, "u1_conv1", 3), "u1b"), "u1_conv2", 3);
+  auto plus0 = Symbol::Op("elemwise_add", {b, conv(r1, "u1_sc", 1)}, {}, "plus0");
+  b = conv(bnrelu(conv(bnrelu(plus0, "u2a"), "u2_conv1", 3), "u2b"), "u2_conv2", 3);
+  auto plus1 = Symbol::Op("elemwise_add", {b, plus0}, {}, "plus1");
+  // Pooling keeps the graph output's plain layout away from the blocked intermediates.
+  return Symbol::Op("Pooling", {bnrelu(plus1, "out")},
+                    {{"kernel", "(2,2)"}, {"stride", "(2,2)"}, {"pool_type", "avg"}}, "pool");
+}
+
+TEST(ConvFusion, ResidualSumIntoTheOtherOperand) {
+  for (int channels : {16, 5})
+    for (int batch : {1, 3})
+      for (int size : {8, 28}) {
+        SCOPED_TRACE("C" + S(channels) + " N" + S(batch) + " HW" + S(size));
+        Symbol sym = v2_units(channels);
+        BindOptions o;
+        o.default_req = Req::kNull;
+        auto ex = Executor::simple_bind(sym, {{"data", Shape{batch, channels, size, size}}}, o);
+        // Only where the output array has the convolution's layout (channel-blocked here).
+        if (channels == 16) EXPECT_EQ(ex->fused_sum_pairs(), 2u);
+        EXPECT_EQ(ex->fused_affine_pairs(), 2u);
+        Cfg c;
+        c.channels = channels;
+        init(*ex, c, 3);
+        setenv("LOOM_FUSE_CONV_SUM", "0", 1);
+        auto ref = unfused(sym, *ex);
+        unsetenv("LOOM_FUSE_CONV_SUM");
+        EXPECT_EQ(ref->fused_sum_pairs(), 0u);
+        for (int call = 0; call < 2; ++call) {
+          ex->forward(false);
+          ref->forward(false);
+          expect_near(host(ex->outputs()[0]), host(ref->outputs()[0]), "inference " + S(call));
+        }
+        ex->forward(true);
+        ref->forward(true);
+        expect_same(host(ex->outputs()[0]), host(ref->outputs()[0]), "training forward");
+        set(ex->arg_dict().at("u2_conv2_weight"), -0.2f, 0.2f, 9);
+        ex->forward(false);
+        ref->forward(false);
+        expect_near(host(ex->outputs()[0]), host(ref->outputs()[0]), "after weight change");
+        if (HasFatalFailure()) return;
+      }
+}
+
+// add(conv(x), x): the other operand is the convolution's own input: no sum fusion.
+TEST(ConvFusion, NoSumOverTheConvolutionInput) {
+  auto data = Symbol::Variable("data");
+  auto r = Symbol::Op("Activation", {data}, {{"act_type", "relu"}}, "r");
+  auto cv = Symbol::Op("Convolution", {r},
+                       {{"kernel", "(3,3)"}, {"pad", "(1,1)"}, {"num_filter", "8"}}, "conv");
+  auto sum = Symbol::Op("elemwise_add", {cv, r}, {}, "plus");
+  auto out = Symbol::Op("Activation", {sum}, {{"act_type", "relu"}}, "out");
+  BindOptions o;
+  o.default_req = Req::kNull;
+  auto ex = Executor::simple_bind(out, {{"data", Shape{1, 8, 6, 6}}}, o);
+  EXPECT_EQ(ex->fused_sum_pairs(), 0u);
+}
+
 }  // namespace
 }  // namespace loom
