@@ -351,8 +351,27 @@ MemoryPlan plan_memory(const ExecGraph& eg, const std::vector<bool>& external,
     if (s == kNoEntry || pinned[e]) return;
     if (--block_users[s] == 0) free_blocks.emplace(plan.block_bytes[s], s);
   };
+  // Plan position at which each entry was written: of two inputs a forward node may overwrite,
+  // it takes the older one, so the newer one's producer can accumulate into that buffer
+  // directly (a convolution's sum post-op for a residual add).
+  std::vector<size_t> born(ne, 0);
+  size_t pos = 0;
   for (const auto& n : eg.nodes) {
     if (!n.attrs) continue;
+    ++pos;
+    for (auto e : n.out)
+      if (e != kNoEntry) born[e] = pos;
+    std::vector<std::pair<int, int>> inplace = n.inplace;
+    if (n.kind == ExecNode::Kind::kForward)
+      std::stable_sort(inplace.begin(), inplace.end(), [&](auto x, auto y) {
+        auto bx = static_cast<size_t>(x.second) < n.in.size() && n.in[x.second] != kNoEntry
+                      ? born[n.in[x.second]]
+                      : 0;
+        auto by = static_cast<size_t>(y.second) < n.in.size() && n.in[y.second] != kNoEntry
+                      ? born[n.in[y.second]]
+                      : 0;
+        return bx < by;
+      });
     for (size_t k = 0; k < n.out.size(); ++k) {
       uint32_t e = n.out[k];
       if (e == kNoEntry || external[e] || plan.storage[e] != kNoEntry) continue;
@@ -371,7 +390,7 @@ MemoryPlan plan_memory(const ExecGraph& eg, const std::vector<bool>& external,
       if (aliased) continue;
       // In place: take over an input buffer whose last reader is this node.
       bool done = false;
-      for (auto [o, i] : n.inplace) {
+      for (auto [o, i] : inplace) {
         if (static_cast<size_t>(o) != k || static_cast<size_t>(i) >= n.in.size()) continue;
         uint32_t src = n.in[static_cast<size_t>(i)];
         if (src == kNoEntry || external[src] || pinned[src] || pinned[e]) continue;

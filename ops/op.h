@@ -49,6 +49,48 @@ class Kernel {
   /// computes in place over it: return true to apply `next` to output 0 from now on (the
   /// executor then skips `next`'s forward). Called at bind, after construction.
   virtual bool fuse_epilogue(const OpAttrs& next) { return false; }
+  // ---- Inference fusion of a per-channel affine map into its producer ----
+  // The executor pairs a forward node (producer) whose output 0 only the next step's forward
+  // reads with that consumer (Convolution -> BatchNorm[+ReLU]); per call, when the consumer
+  // says it reduces to a channel affine (BatchNorm in inference), the producer writes
+  // affine(output 0) straight into the consumer's output 0 and the consumer only does the
+  // rest (forward_rest). Otherwise both run as usual (training calls).
+
+  /// Consumer, at bind: whether some calls reduce to y = x * scale + shift per channel of
+  /// axis 1 of input 0 (then `relu`: followed by max(y, 0)).
+  virtual bool channel_affine_capable(bool* /*relu*/) const { return false; }
+  /// Consumer, per call: true and scale/shift (one per channel) when this call's forward of
+  /// output 0 is that affine map of input 0.
+  virtual bool channel_affine(const OpContext&, std::span<const NDArray> /*in*/,
+                              std::vector<float>& /*scale*/, std::vector<float>& /*shift*/) {
+    return false;
+  }
+  /// Consumer: everything forward does besides output 0, after the producer applied the
+  /// affine map (BatchNorm: its hidden per-channel outputs).
+  virtual void forward_rest(const OpContext&, std::span<const NDArray>, std::span<const Req>,
+                            std::span<const NDArray>) {}
+  /// Producer, at bind: prepare to apply a channel affine (and ReLU) to output 0.
+  virtual bool fuse_channel_affine(bool /*relu*/) { return false; }
+  /// Producer, per call: computes affine(output 0) into `dst` (instead of out[0], which is
+  /// left as it was); false when it cannot this call (nothing written, run unfused).
+  virtual bool forward_affine(const OpContext&, std::span<const NDArray> /*in*/,
+                              const NDArray& /*dst*/, std::span<const float> /*scale*/,
+                              std::span<const float> /*shift*/) {
+    return false;
+  }
+
+  // ---- Inference fusion of a residual sum into the producer of one operand ----
+  /// Consumer, at bind: output 0 is input 0 + input 1 (elemwise_add).
+  virtual bool is_binary_sum() const { return false; }
+  /// Producer, at bind: prepare to add output 0 onto what a destination already holds.
+  virtual bool fuse_sum() { return false; }
+  /// Producer, per call: dst += output 0 (out[0] is left as it was); false when it cannot
+  /// this call (nothing written).
+  virtual bool forward_sum(const OpContext&, std::span<const NDArray> /*in*/,
+                           const NDArray& /*dst*/) {
+    return false;
+  }
+
   /// Computes outputs from inputs (args then aux; aux arrays may be updated in place).
   /// req[i] is kWrite, kInplace (out[i] aliases an input) or kAdd, or kNull (skip).
   virtual void forward(const OpContext& ctx, std::span<const NDArray> in,

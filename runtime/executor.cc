@@ -28,6 +28,10 @@ struct Executor::Step {
   // A chain of element-wise steps run chunk by chunk (kernel == nullptr): see fuse_chains.
   std::vector<Step> chain;
   std::vector<int64_t> partition;  // the element-wise kernel's range_partition()
+  // Producer of a channel-affine pair: the next step is its consumer (Kernel::channel_affine).
+  bool affine_next = false;
+  // Producer of a residual sum: adds its output onto the next step's output (Kernel::fuse_sum).
+  bool sum_next = false;
 };
 
 Executor::~Executor() = default;
@@ -308,22 +312,21 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     if (n.graph_node != kNoEntry) kernel_of_graph_node[n.graph_node] = kernel_of[i];
     ws = std::max(ws, kernels.back()->workspace_bytes());
   }
-  if (ws) workspace_ = NDArray(Shape{static_cast<int64_t>(ws)}, DType::kUint8, dev_);
 
   // Epilogue fusion: a forward node whose output 0 only a one-input node reads, in place,
   // may apply that node itself (BatchNorm + ReLU); the absorbed node's forward is skipped,
   // its backward (which reads the shared buffer) stays. LOOM_FUSE_EPILOGUE=0 turns it off.
   std::vector<bool> absorbed(eg_.nodes.size(), false);
+  std::vector<int> readers(ne, 0);  // nodes reading each entry, forward and backward
+  std::vector<size_t> reader(ne, 0);
+  for (size_t i = 0; i < eg_.nodes.size(); ++i) {
+    const ExecNode& n = eg_.nodes[i];
+    for (auto e : n.in)
+      if (e != kNoEntry) ++readers[e], reader[e] = i;
+    if (n.pred != kNoEntry) ++readers[n.pred];
+  }
   const char* fe = std::getenv("LOOM_FUSE_EPILOGUE");
   if (!(fe && std::strcmp(fe, "0") == 0)) {
-    std::vector<int> readers(ne, 0);
-    std::vector<size_t> reader(ne, 0);
-    for (size_t i = 0; i < eg_.nodes.size(); ++i) {
-      const ExecNode& n = eg_.nodes[i];
-      for (auto e : n.in)
-        if (e != kNoEntry) ++readers[e], reader[e] = i;
-      if (n.pred != kNoEntry) ++readers[n.pred];
-    }
     for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
       const ExecNode& n = eg_.nodes[i];
       if (!n.attrs || n.kind != ExecNode::Kind::kForward || !kernel_of[i] || n.out.empty() ||
@@ -338,13 +341,98 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
         continue;
       uint32_t o = m.out[0];
       if (external[o] || entries_[o].is_none() || !entries_[o].same_memory(entries_[e])) continue;
-      bool in_place_input = false;  // output 0 written over one of n's own inputs
-      for (auto in_e : n.in)
-        in_place_input = in_place_input || entries_[e].same_memory(entries_[in_e]);
-      if (in_place_input) continue;
+      // (n may itself compute in place over its input, BatchNorm in inference: the epilogue
+      // is applied element by element as it writes, which keeps in-place sound.)
       if (kernel_of[i]->fuse_epilogue(*m.attrs)) absorbed[j] = true;
     }
   }
+
+  // Channel-affine fusion (Convolution -> BatchNorm[+ReLU] in inference calls): a forward
+  // node whose output 0 is read only by the forward of the next node that runs, as that
+  // node's input 0, may write the consumer's output 0 itself in calls where the consumer is
+  // a per-channel affine map. Only then: output 0 is left unwritten, so nothing else (no
+  // backward) may read it; the consumer's output must not overlap the producer's inputs
+  // (its block may be one they free) and is written with output 0's layout.
+  // LOOM_FUSE_CONV_BN=0 turns it off.
+  std::vector<bool> affine_producer(eg_.nodes.size(), false);
+  const char* fcb = std::getenv("LOOM_FUSE_CONV_BN");
+  auto overlaps = [](const NDArray& a, const NDArray& b) {
+    if (a.is_none() || b.is_none() || a.storage() != b.storage()) return false;
+    return a.offset() < b.offset() + b.nbytes() && b.offset() < a.offset() + a.nbytes();
+  };
+  if (!(fcb && std::strcmp(fcb, "0") == 0)) {
+    for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
+      const ExecNode& n = eg_.nodes[i];
+      if (!n.attrs || n.kind != ExecNode::Kind::kForward || !kernel_of[i] || absorbed[i] ||
+          n.out.empty() || n.pred != kNoEntry || !n.alias.empty())
+        continue;
+      uint32_t e = n.out[0];
+      if (e == kNoEntry || external[e] || pinned[e] || readers[e] != 1) continue;
+      size_t j = reader[e];
+      if (j <= i || j >= eg_.num_forward_nodes) continue;
+      const ExecNode& m = eg_.nodes[j];
+      if (m.kind != ExecNode::Kind::kForward || !m.attrs || !kernel_of[j] || absorbed[j] ||
+          m.in.empty() || m.in[0] != e || m.out.empty() || m.pred != kNoEntry || !m.alias.empty())
+        continue;
+      bool adjacent = true;  // no step runs between the two
+      for (size_t k = i + 1; k < j; ++k)
+        adjacent = adjacent && (!eg_.nodes[k].attrs || absorbed[k]);
+      if (!adjacent) continue;
+      uint32_t o = m.out[0];
+      if (o == kNoEntry || external[o] || entries_[o].is_none()) continue;
+      if (node_layouts[j].get(LayoutSlot::kOut, 0) != node_layouts[i].get(LayoutSlot::kOut, 0))
+        continue;
+      bool clash = false;
+      for (auto in_e : n.in)
+        clash = clash || (in_e != kNoEntry && overlaps(entries_[o], entries_[in_e]));
+      if (clash) continue;
+      bool relu = false;
+      if (!kernel_of[j]->channel_affine_capable(&relu)) continue;
+      if (kernel_of[i]->fuse_channel_affine(relu)) affine_producer[i] = true, ++fused_affine_;
+    }
+  }
+  // Residual-sum fusion (inference calls): a forward node whose output 0 is read only by the
+  // next step's forward, an elemwise_add whose output took the other operand's buffer, adds
+  // its output onto that buffer itself (a convolution's sum post-op) and the add is skipped.
+  // The other operand was computed before (no step runs in between) and its buffer must not
+  // overlap the producer's inputs. LOOM_FUSE_CONV_SUM=0 turns it off.
+  std::vector<bool> sum_producer(eg_.nodes.size(), false);
+  const char* fcs = std::getenv("LOOM_FUSE_CONV_SUM");
+  if (!(fcs && std::strcmp(fcs, "0") == 0)) {
+    for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
+      const ExecNode& n = eg_.nodes[i];
+      if (!n.attrs || n.kind != ExecNode::Kind::kForward || !kernel_of[i] || absorbed[i] ||
+          affine_producer[i] || n.out.empty() || n.pred != kNoEntry || !n.alias.empty())
+        continue;
+      uint32_t e = n.out[0];
+      if (e == kNoEntry || external[e] || pinned[e] || readers[e] != 1) continue;
+      size_t j = reader[e];
+      if (j <= i || j >= eg_.num_forward_nodes) continue;
+      const ExecNode& m = eg_.nodes[j];
+      if (m.kind != ExecNode::Kind::kForward || !m.attrs || !kernel_of[j] || absorbed[j] ||
+          m.in.size() != 2 || m.in[0] == m.in[1] || m.out.size() != 1 || m.pred != kNoEntry ||
+          !m.alias.empty() || !kernel_of[j]->is_binary_sum())
+        continue;
+      bool adjacent = true;
+      for (size_t k = i + 1; k < j; ++k)
+        adjacent = adjacent && (!eg_.nodes[k].attrs || absorbed[k]);
+      if (!adjacent) continue;
+      uint32_t other = m.in[0] == e ? m.in[1] : m.in[0], p = m.out[0];
+      if (other == kNoEntry || p == kNoEntry || external[p] || entries_[p].is_none() ||
+          !entries_[p].same_memory(entries_[other]) ||
+          entries_[p].nbytes() != entries_[e].nbytes() || entries_[p].same_memory(entries_[e]))
+        continue;
+      if (node_layouts[j].get(LayoutSlot::kOut, 0) != node_layouts[i].get(LayoutSlot::kOut, 0))
+        continue;
+      bool clash = false;
+      for (auto in_e : n.in)
+        clash = clash || (in_e != kNoEntry && overlaps(entries_[p], entries_[in_e]));
+      if (clash) continue;
+      if (kernel_of[i]->fuse_sum()) sum_producer[i] = true, ++fused_sum_;
+    }
+  }
+  for (const auto& k : kernels) ws = std::max(ws, k->workspace_bytes());
+  if (ws) workspace_ = NDArray(Shape{static_cast<int64_t>(ws)}, DType::kUint8, dev_);
 
   auto array_of = [&](uint32_t e) { return e == kNoEntry ? NDArray() : entries_[e]; };
   for (size_t i = 0; i < eg_.nodes.size(); ++i) {
@@ -365,6 +453,8 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       s.n_in = n.in.size();
       s.n_out = n.out.size();
       s.mutated = op_aux(*n.attrs);
+      s.affine_next = affine_producer[i];
+      s.sum_next = sum_producer[i];
       s.partition = s.kernel->range_partition();
       if (n.pred != kNoEntry) {
         s.pred = entries_[n.pred];
@@ -501,13 +591,36 @@ void Executor::run(std::vector<Step>& steps, bool is_train) {
   ctx.stream = device_backend(dev_.type).stream(dev_.id);
   ctx.rng = &rng_;
   ctx.workspace = workspace_.is_none() ? nullptr : workspace_.raw();
-  for (auto& s : steps) {
+  for (size_t k = 0; k < steps.size(); ++k) {
+    Step& s = steps[k];
     if (!s.pred.is_none() && *s.pred.data<float>() == 0.f) continue;
     if (!s.chain.empty()) {
       run_chain(s, ctx);
       continue;
     }
     std::span<const NDArray> a(s.arrays);
+    if (s.affine_next && k + 1 < steps.size()) {
+      // The consumer says whether this call is its affine map; if so (and the producer can)
+      // the producer writes the consumer's output 0 and the consumer does the rest.
+      Step& t = steps[k + 1];
+      std::span<const NDArray> b(t.arrays);
+      auto t_in = b.subspan(0, t.n_in), t_out = b.subspan(t.n_in, t.n_out);
+      if (t.kernel->channel_affine(ctx, t_in, affine_scale_, affine_shift_) &&
+          s.kernel->forward_affine(ctx, a.subspan(0, s.n_in), t_out[0], affine_scale_,
+                                   affine_shift_)) {
+        t.kernel->forward_rest(ctx, t_in, t.req, t_out);
+        ++k;
+        continue;
+      }
+    }
+    if (s.sum_next && k + 1 < steps.size()) {
+      // The producer adds its output onto the sum's output, which holds the other operand.
+      Step& t = steps[k + 1];
+      if (s.kernel->forward_sum(ctx, a.subspan(0, s.n_in), t.arrays[t.n_in])) {
+        ++k;
+        continue;
+      }
+    }
     if (!s.backward) {
       s.kernel->forward(ctx, a.subspan(0, s.n_in), s.req, a.subspan(s.n_in, s.n_out));
       continue;

@@ -68,6 +68,10 @@ class Executor {
   size_t unplanned_bytes() const { return plan_.naive_bytes; }
   /// Element-wise steps joined to the one before them in chunked chains (fuse_chains).
   size_t fused_steps() const { return fused_chains_; }
+  /// Producer/consumer pairs (Convolution -> BatchNorm) fused in inference calls.
+  size_t fused_affine_pairs() const { return fused_affine_; }
+  /// Producers (Convolution) adding their output onto a residual sum in inference calls.
+  size_t fused_sum_pairs() const { return fused_sum_; }
   /// Copies values of same-named arguments / aux states (as MXNet's copy_params_from).
   void copy_params_from(const std::map<std::string, NDArray>& arg_params,
                         const std::map<std::string, NDArray>& aux_params = {},
@@ -98,6 +102,8 @@ class Executor {
   NDArray workspace_;
   std::mt19937_64 rng_;
   size_t fused_chains_ = 0;
+  size_t fused_affine_ = 0, fused_sum_ = 0;
+  std::vector<float> affine_scale_, affine_shift_;  // per call, for channel-affine pairs
 };
 
 }  // namespace loom

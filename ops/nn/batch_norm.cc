@@ -72,6 +72,7 @@ class BNKernel final : public Kernel {
         inner_ *= s[i];
     }
     c_ = s[ax];
+    axis1_ = ax == 1;
     // The layout rule ties data, output and their gradients to one layout.
     block_ = layout_block(a.layout(LayoutSlot::kIn, 0));
   }
@@ -83,6 +84,44 @@ class BNKernel final : public Kernel {
       return false;
     relu_ = true;
     return true;
+  }
+
+  // Inference (moving statistics): output 0 is a per-channel affine map of the data, which
+  // the producing convolution may apply itself (Kernel::channel_affine).
+  bool channel_affine_capable(bool* relu) const override {
+    *relu = relu_;
+    return axis1_;
+  }
+  bool channel_affine(const OpContext& ctx, std::span<const NDArray> in, std::vector<float>& scale,
+                      std::vector<float>& shift) override {
+    if (ctx.is_train && !p_.use_global_stats) return false;  // batch statistics
+    const float* gamma = in[1].cdata<float>();
+    const float* beta = in[2].cdata<float>();
+    const float* mm = in[3].cdata<float>();
+    const float* mv = in[4].cdata<float>();
+    scale.resize(static_cast<size_t>(c_));
+    shift.resize(static_cast<size_t>(c_));
+    for (int64_t c = 0; c < c_; ++c) {  // exactly forward_impl's scale and shift
+      float is = static_cast<float>(1.0 / std::sqrt(static_cast<double>(mv[c]) + p_.eps));
+      float sc = is * (p_.fix_gamma ? 1.f : gamma[c]);
+      scale[static_cast<size_t>(c)] = sc;
+      shift[static_cast<size_t>(c)] = beta[c] - mm[c] * sc;
+    }
+    return true;
+  }
+  // The hidden outputs (moving mean, inverse std) as forward_impl writes them in inference.
+  void forward_rest(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+                    std::span<const NDArray> out) override {
+    if (req[1] == Req::kNull && req[2] == Req::kNull) return;
+    const float* mm = in[3].cdata<float>();
+    const float* mv = in[4].cdata<float>();
+    for (int64_t c = 0; c < c_; ++c) {
+      if (req[1] != Req::kNull) nn::store(out[1].data<float>(), c, mm[c], nn::is_add(req[1]));
+      if (req[2] != Req::kNull)
+        nn::store(out[2].data<float>(), c,
+                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(mv[c]) + p_.eps)),
+                  nn::is_add(req[2]));
+    }
   }
 
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
@@ -253,6 +292,7 @@ class BNKernel final : public Kernel {
   int64_t outer_ = 1, inner_ = 1, c_ = 1;
   int block_ = 1;
   bool relu_ = false;  // fused epilogue: output is max(y, 0)
+  bool axis1_ = false;  // the channel axis is 1 (a convolution's output channels)
 };
 
 // Data in a channel-blocked layout when the channel axis is 1 of a 4-D input.
@@ -280,6 +320,10 @@ LOOM_REGISTER_OP("BatchNorm")
     // Backward reads the saved batch mean and inverse std (outputs 1, 2), not the output.
     .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = true, .out_data_mask = 0b110})
     .cpu<BNKernel>()
+    // Each channel's statistics are read before that channel is written (inference graphs:
+    // the output takes over the data's buffer, so a convolution absorbing this node writes
+    // its own output buffer).
+    .inplace_pairs({{0, 0}})
     // Each channel's dy is read (sums, then the gradient pass) before dx overwrites it.
     .backward_inplace_pairs({{0, 0}})
     .layouts(bn_layout_rule)

@@ -6,10 +6,11 @@
 // training), and outputs the primitives cannot accumulate go through scratch.
 #pragma once
 
-#include <optional>
-
 #include <algorithm>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "ops/nn/nn_util.h"
 #include "runtime/cpu/dnnl_util.h"
@@ -62,9 +63,32 @@ class DnnlWeightedLayer {
   /// The implementations oneDNN chose, e.g. "fwd=gemm:jit bwd_data=... bwd_weights=...".
   const std::string& impl_info() const { return impl_; }
 
+  /// The layouts the forward primitive chose for data and output.
+  const dnnl::memory::desc& fwd_src_desc() const { return f_src_.chosen(); }
+  const dnnl::memory::desc& fwd_dst_desc() const { return f_dst_.chosen(); }
+
+  /// Adds the inference forward with a per-output-channel affine map folded in (`pd`: same
+  /// data and output layouts as the forward, a plain (F) bias, optionally a ReLU post-op;
+  /// `weights` describes Loom's weight array, output channels outermost).
+  void enable_affine(const dnnl::primitive_desc& pd, const dnnl::memory::desc& weights) {
+    dnnl_util::LayoutBridge w(weights, pd.weights_desc(0));  // may throw: nothing changed
+    dnnl::primitive p(pd);
+    aff_w_ = w;
+    aff_fwd_ = p;
+    aff_bias_desc_ = pd.weights_desc(1);
+    sp_aff_ = pd.scratchpad_desc();
+    aff_impl_ = pd.impl_info_str();
+  }
+  bool has_affine() const { return aff_fwd_.has_value(); }
+  const std::string& affine_impl_info() const { return aff_impl_; }
+
   size_t workspace_bytes() const {
-    size_t fwd =
-        in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_) + align64(sp_fwd_.get_size());
+    size_t aff =
+        has_affine() ? in_bytes(f_src_) + out_bytes(f_dst_) + align64(sp_aff_.get_size()) : 0;
+    aff = std::max(
+        aff, in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_) + align64(sp_sum_.get_size()));
+    size_t fwd = std::max(
+        aff, in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_) + align64(sp_fwd_.get_size()));
     size_t bwd = in_bytes(d_ddst_) + in_bytes(d_w_) + out_bytes(d_dsrc_) + in_bytes(w_src_) +
                  in_bytes(w_ddst_) + out_bytes(w_dw_) + out_bytes(w_db_);
     bwd += align64(std::max(sp_bd_.get_size(), sp_bw_.get_size()));
@@ -77,6 +101,29 @@ class DnnlWeightedLayer {
   /// (Storage::version).
   void forward(const float* src, const NDArray& weights, const float* b, float* dst, Req req,
                void* workspace, bool cached_weights) {
+    run_forward(fwd_, sp_fwd_, src, weights, b, dst, req, workspace, cached_weights);
+  }
+
+  /// Adds the inference forward with a sum post-op (`pd`: the forward's layouts for data,
+  /// weights and output), when Loom's output array is in the chosen layout.
+  bool enable_sum(const dnnl::primitive_desc& pd) {
+    if (!f_dst_.same() || !(pd.weights_desc(0) == f_w_.chosen())) return false;
+    sum_fwd_ = dnnl::primitive(pd);
+    sp_sum_ = pd.scratchpad_desc();
+    return true;
+  }
+  /// dst += the forward's output (inference: cached weights as in forward).
+  bool forward_sum(const float* src, const NDArray& weights, const float* b, float* dst,
+                   void* workspace) {
+    if (!sum_fwd_) return false;
+    run_forward(*sum_fwd_, sp_sum_, src, weights, b, dst, Req::kWrite, workspace, true);
+    return true;
+  }
+
+ private:
+  void run_forward(const dnnl::primitive& prim, const dnnl::memory::desc& sp, const float* src,
+                   const NDArray& weights, const float* b, float* dst, Req req, void* workspace,
+                   bool cached_weights) {
     if (req == Req::kNull) return;
     const auto& eng = dnnl_util::engine();
     ScratchCursor ws(workspace);
@@ -92,10 +139,67 @@ class DnnlWeightedLayer {
     if (has_bias_) args[DNNL_ARG_BIAS] = dnnl::memory(bias_, eng, const_cast<float*>(b));
     void* target = f_dst_.target(dst, ws.take(out_bytes(f_dst_)), is_add(req));
     args[DNNL_ARG_DST] = dnnl::memory(f_dst_.chosen(), eng, target);
-    if (sp_fwd_.get_size())
-      args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_fwd_, eng, ws.take(sp_fwd_.get_size()));
-    dnnl_util::execute(fwd_, args);
+    if (sp.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp, eng, ws.take(sp.get_size()));
+    dnnl_util::execute(prim, args);
     f_dst_.finish(target, dst, is_add(req));
+  }
+
+ public:
+  /// Inference forward computing y * scale[f] + shift[f] (then ReLU if built so) per output
+  /// channel f into `dst`, as the convolution with weights w * scale[f] and bias
+  /// b * scale[f] + shift[f]. The scaled weights are kept in the primitive's layout while the
+  /// weight array provably has not changed (as for cached_weights) and the scale is the same;
+  /// escaped weights are scaled on every call.
+  bool forward_affine(const float* src, const NDArray& weights, const float* b, float* dst,
+                      std::span<const float> scale, std::span<const float> shift, void* workspace) {
+    if (!aff_fwd_ || weights.device().type != DeviceType::kCPU) return false;
+    const auto& eng = dnnl_util::engine();
+    const size_t nf = scale.size();
+    if (nf == 0 || shift.size() != nf || static_cast<size_t>(weights.size()) % nf != 0)
+      return false;
+    const auto& st = weights.storage();
+    const bool cacheable = !st->escaped();
+    uint64_t version = st->version();
+    NDArray wbuf = a_cache_.buffer;
+    if (!cacheable || a_cache_.owner.lock() != st || a_cache_.offset != weights.offset() ||
+        a_cache_.version != version || a_cache_.buffer.is_none() ||
+        !std::equal(scale.begin(), scale.end(), a_cache_.scale.begin(), a_cache_.scale.end())) {
+      const size_t per = static_cast<size_t>(weights.size()) / nf;
+      const float* w = weights.cdata<float>();
+      NDArray folded(Shape{weights.size()}, DType::kFloat32);  // plain, output channels outermost
+      float* fw = folded.data<float>();
+      for (size_t f = 0; f < nf; ++f)
+        for (size_t k = 0; k < per; ++k) fw[f * per + k] = w[f * per + k] * scale[f];
+      if (aff_w_.same()) {
+        wbuf = folded;
+      } else {
+        const auto bytes = static_cast<int64_t>(aff_w_.scratch_bytes());
+        if (!cacheable || wbuf.is_none() || wbuf.nbytes() != static_cast<size_t>(bytes))
+          wbuf = NDArray(Shape{bytes}, DType::kUint8);
+        aff_w_.to_chosen(fw, wbuf.raw());
+      }
+      if (cacheable) {
+        a_cache_.buffer = wbuf;
+        a_cache_.owner = st;
+        a_cache_.offset = weights.offset();
+        a_cache_.version = version;
+        a_cache_.scale.assign(scale.begin(), scale.end());
+      }
+    }
+    a_bias_.resize(nf);
+    for (size_t f = 0; f < nf; ++f) a_bias_[f] = (b ? b[f] : 0.f) * scale[f] + shift[f];
+    ScratchCursor ws(workspace);
+    std::unordered_map<int, dnnl::memory> args;
+    args[DNNL_ARG_SRC] = f_src_.to_chosen(src, ws.take(in_bytes(f_src_)));
+    args[DNNL_ARG_WEIGHTS] = dnnl::memory(aff_w_.chosen(), eng, wbuf.raw());
+    args[DNNL_ARG_BIAS] = dnnl::memory(aff_bias_desc_, eng, a_bias_.data());
+    void* target = f_dst_.target(dst, ws.take(out_bytes(f_dst_)), false);
+    args[DNNL_ARG_DST] = dnnl::memory(f_dst_.chosen(), eng, target);
+    if (sp_aff_.get_size())
+      args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_aff_, eng, ws.take(sp_aff_.get_size()));
+    dnnl_util::execute(*aff_fwd_, args);
+    f_dst_.finish(target, dst, false);
+    return true;
   }
 
   /// Gradients for data, weights and bias (each skipped when its req is kNull).
@@ -168,6 +272,23 @@ class DnnlWeightedLayer {
   }
   // Scratch for an output: when reordered or accumulated.
   static size_t out_bytes(const dnnl_util::LayoutBridge& b) { return align64(b.scratch_bytes()); }
+
+  // The inference forward with a sum post-op (enable_sum).
+  std::optional<dnnl::primitive> sum_fwd_;
+  dnnl::memory::desc sp_sum_;
+  // The affine-folded inference forward (enable_affine) and its scaled weights.
+  std::optional<dnnl::primitive> aff_fwd_;
+  dnnl_util::LayoutBridge aff_w_;
+  dnnl::memory::desc aff_bias_desc_, sp_aff_;
+  std::string aff_impl_;
+  struct AffineCache {
+    std::weak_ptr<Storage> owner;
+    size_t offset = 0;
+    uint64_t version = 0;
+    std::vector<float> scale;
+    NDArray buffer;
+  } a_cache_;
+  std::vector<float> a_bias_;
 
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
   dnnl::memory::desc bias_;

@@ -1,4 +1,6 @@
 // Same-shape element-wise binary ops (elemwise_add, _maximum, _power, ...) and add_n.
+#include <type_traits>
+
 #include "ops/elemwise_math.h"
 #include "ops/infer.h"
 #include "ops/tensor/tensor_util.h"
@@ -11,6 +13,8 @@ template <class F>
 class BinaryKernel final : public Kernel {
  public:
   explicit BinaryKernel(const KernelArgs& a) { tensor::check_f32(a); }
+  // elemwise_add: a producer of one operand may accumulate into the other (Kernel::fuse_sum).
+  bool is_binary_sum() const override { return std::is_same_v<F, math::Add>; }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     const float *a = in[0].data<float>(), *b = in[1].data<float>();
