@@ -1,5 +1,7 @@
 #include "runtime/base.h"
 
+#include <cstdlib>
+
 #include <cctype>
 
 namespace loom {
@@ -92,6 +94,11 @@ Req req_from_string(const std::string& s) {
   if (s == "inplace") return Req::kInplace;
   if (s == "add") return Req::kAdd;
   throw BindError("unknown grad_req '" + s + "' (expected null, write or add)");
+}
+
+bool env_off(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == "0";
 }
 
 }  // namespace loom

@@ -1,6 +1,9 @@
 // Basic value types shared by every layer: errors, dtypes, shapes, devices.
 #pragma once
 
+#include <algorithm>
+#include <utility>
+
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -111,5 +114,16 @@ struct Device {
 enum class Req : int { kNull = 0, kWrite = 1, kInplace = 2, kAdd = 3 };
 const char* req_name(Req r);
 Req req_from_string(const std::string& s);
+
+/// True when environment variable `name` is "0": the switches that turn an optimisation off
+/// (LOOM_LAYOUT_PROPAGATION=0, LOOM_FUSE_EPILOGUE=0, ...).
+bool env_off(const char* name);
+
+/// Thread t's share of [begin, end) among nt threads, contiguous and in 16-element (64-byte
+/// for float) units: the static split of every element-wise parallel loop.
+inline std::pair<int64_t, int64_t> thread_share(int64_t begin, int64_t end, int64_t nt, int64_t t) {
+  const int64_t units = (end - begin + 15) / 16;
+  return {std::min(end, begin + units * t / nt * 16), std::min(end, begin + units * (t + 1) / nt * 16)};
+}
 
 }  // namespace loom

@@ -284,8 +284,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
   // (LOOM_LAYOUT_PROPAGATION=0 keeps every entry plain).
   std::vector<bool> fixed_plain(ne);
   for (size_t e = 0; e < ne; ++e) fixed_plain[e] = external[e] || pinned[e];
-  const char* lp = std::getenv("LOOM_LAYOUT_PROPAGATION");
-  int block = lp && std::strcmp(lp, "0") == 0 ? 1 : device_backend(dev_.type).channel_block();
+  int block = env_off("LOOM_LAYOUT_PROPAGATION") ? 1 : device_backend(dev_.type).channel_block();
   Layout blocked = block == 16 ? Layout::kNChw16c : block == 8 ? Layout::kNChw8c : Layout::kPlain;
   std::vector<NodeLayouts> node_layouts =
       kernel_layouts(eg_, plan_layouts(eg_, fixed_plain, blocked));
@@ -325,21 +324,39 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       if (e != kNoEntry) ++readers[e], reader[e] = i;
     if (n.pred != kNoEntry) ++readers[n.pred];
   }
-  const char* fe = std::getenv("LOOM_FUSE_EPILOGUE");
-  if (!(fe && std::strcmp(fe, "0") == 0)) {
+  // The fusions below pair a forward node i with the forward node j that alone reads its
+  // output 0 (internal, not a graph output), both unpredicated, not writing into an input
+  // array, not absorbed; `adjacent`: no other step runs between them. Returns j, or 0.
+  auto sole_reader = [&](size_t i, bool adjacent) -> size_t {
+    const ExecNode& n = eg_.nodes[i];
+    if (!n.attrs || n.kind != ExecNode::Kind::kForward || !kernel_of[i] || absorbed[i] ||
+        n.out.empty() || n.pred != kNoEntry || !n.alias.empty())
+      return 0;
+    const uint32_t e = n.out[0];
+    if (e == kNoEntry || external[e] || pinned[e] || readers[e] != 1) return 0;
+    const size_t j = reader[e];
+    if (j <= i || j >= eg_.num_forward_nodes) return 0;
+    const ExecNode& m = eg_.nodes[j];
+    if (m.kind != ExecNode::Kind::kForward || !m.attrs || !kernel_of[j] || absorbed[j] ||
+        m.out.empty() || m.pred != kNoEntry || !m.alias.empty())
+      return 0;
+    for (size_t k = i + 1; adjacent && k < j; ++k)
+      if (eg_.nodes[k].attrs && !absorbed[k]) return 0;
+    return j;
+  };
+  // True when `a` shares bytes with an input of node n (a buffer n's inputs may free).
+  auto overlaps_input = [&](const NDArray& a, const ExecNode& n) {
+    for (auto in_e : n.in)
+      if (in_e != kNoEntry && a.overlaps(entries_[in_e])) return true;
+    return false;
+  };
+  if (!env_off("LOOM_FUSE_EPILOGUE")) {
     for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
-      const ExecNode& n = eg_.nodes[i];
-      if (!n.attrs || n.kind != ExecNode::Kind::kForward || !kernel_of[i] || n.out.empty() ||
-          n.pred != kNoEntry || !n.alias.empty())
-        continue;
-      uint32_t e = n.out[0];
-      if (e == kNoEntry || external[e] || pinned[e] || readers[e] != 1) continue;
-      size_t j = reader[e];
+      const size_t j = sole_reader(i, false);
+      if (!j) continue;
       const ExecNode& m = eg_.nodes[j];
-      if (j >= eg_.num_forward_nodes || m.kind != ExecNode::Kind::kForward || !m.attrs ||
-          m.in.size() != 1 || m.out.size() != 1 || m.pred != kNoEntry || !m.alias.empty())
-        continue;
-      uint32_t o = m.out[0];
+      if (m.in.size() != 1 || m.out.size() != 1) continue;
+      const uint32_t e = eg_.nodes[i].out[0], o = m.out[0];
       if (external[o] || entries_[o].is_none() || !entries_[o].same_memory(entries_[e])) continue;
       // (n may itself compute in place over its input, BatchNorm in inference: the epilogue
       // is applied element by element as it writes, which keeps in-place sound.)
@@ -355,37 +372,17 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
   // (its block may be one they free) and is written with output 0's layout.
   // LOOM_FUSE_CONV_BN=0 turns it off.
   std::vector<bool> affine_producer(eg_.nodes.size(), false);
-  const char* fcb = std::getenv("LOOM_FUSE_CONV_BN");
-  auto overlaps = [](const NDArray& a, const NDArray& b) {
-    if (a.is_none() || b.is_none() || a.storage() != b.storage()) return false;
-    return a.offset() < b.offset() + b.nbytes() && b.offset() < a.offset() + a.nbytes();
-  };
-  if (!(fcb && std::strcmp(fcb, "0") == 0)) {
+  if (!env_off("LOOM_FUSE_CONV_BN")) {
     for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
-      const ExecNode& n = eg_.nodes[i];
-      if (!n.attrs || n.kind != ExecNode::Kind::kForward || !kernel_of[i] || absorbed[i] ||
-          n.out.empty() || n.pred != kNoEntry || !n.alias.empty())
-        continue;
-      uint32_t e = n.out[0];
-      if (e == kNoEntry || external[e] || pinned[e] || readers[e] != 1) continue;
-      size_t j = reader[e];
-      if (j <= i || j >= eg_.num_forward_nodes) continue;
-      const ExecNode& m = eg_.nodes[j];
-      if (m.kind != ExecNode::Kind::kForward || !m.attrs || !kernel_of[j] || absorbed[j] ||
-          m.in.empty() || m.in[0] != e || m.out.empty() || m.pred != kNoEntry || !m.alias.empty())
-        continue;
-      bool adjacent = true;  // no step runs between the two
-      for (size_t k = i + 1; k < j; ++k)
-        adjacent = adjacent && (!eg_.nodes[k].attrs || absorbed[k]);
-      if (!adjacent) continue;
+      const size_t j = sole_reader(i, true);
+      if (!j) continue;
+      const ExecNode &n = eg_.nodes[i], &m = eg_.nodes[j];
+      if (m.in.empty() || m.in[0] != n.out[0]) continue;
       uint32_t o = m.out[0];
       if (o == kNoEntry || external[o] || entries_[o].is_none()) continue;
       if (node_layouts[j].get(LayoutSlot::kOut, 0) != node_layouts[i].get(LayoutSlot::kOut, 0))
         continue;
-      bool clash = false;
-      for (auto in_e : n.in)
-        clash = clash || (in_e != kNoEntry && overlaps(entries_[o], entries_[in_e]));
-      if (clash) continue;
+      if (overlaps_input(entries_[o], n)) continue;
       bool relu = false;
       if (!kernel_of[j]->channel_affine_capable(&relu)) continue;
       if (kernel_of[i]->fuse_channel_affine(relu)) affine_producer[i] = true, ++fused_affine_;
@@ -397,26 +394,15 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
   // The other operand was computed before (no step runs in between) and its buffer must not
   // overlap the producer's inputs. LOOM_FUSE_CONV_SUM=0 turns it off.
   std::vector<bool> sum_producer(eg_.nodes.size(), false);
-  const char* fcs = std::getenv("LOOM_FUSE_CONV_SUM");
-  if (!(fcs && std::strcmp(fcs, "0") == 0)) {
+  if (!env_off("LOOM_FUSE_CONV_SUM")) {
     for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
-      const ExecNode& n = eg_.nodes[i];
-      if (!n.attrs || n.kind != ExecNode::Kind::kForward || !kernel_of[i] || absorbed[i] ||
-          affine_producer[i] || n.out.empty() || n.pred != kNoEntry || !n.alias.empty())
+      const size_t j = affine_producer[i] ? 0 : sole_reader(i, true);
+      if (!j) continue;
+      const ExecNode &n = eg_.nodes[i], &m = eg_.nodes[j];
+      if (m.in.size() != 2 || m.in[0] == m.in[1] || m.out.size() != 1 ||
+          !kernel_of[j]->is_binary_sum())
         continue;
-      uint32_t e = n.out[0];
-      if (e == kNoEntry || external[e] || pinned[e] || readers[e] != 1) continue;
-      size_t j = reader[e];
-      if (j <= i || j >= eg_.num_forward_nodes) continue;
-      const ExecNode& m = eg_.nodes[j];
-      if (m.kind != ExecNode::Kind::kForward || !m.attrs || !kernel_of[j] || absorbed[j] ||
-          m.in.size() != 2 || m.in[0] == m.in[1] || m.out.size() != 1 || m.pred != kNoEntry ||
-          !m.alias.empty() || !kernel_of[j]->is_binary_sum())
-        continue;
-      bool adjacent = true;
-      for (size_t k = i + 1; k < j; ++k)
-        adjacent = adjacent && (!eg_.nodes[k].attrs || absorbed[k]);
-      if (!adjacent) continue;
+      const uint32_t e = n.out[0];
       uint32_t other = m.in[0] == e ? m.in[1] : m.in[0], p = m.out[0];
       if (other == kNoEntry || p == kNoEntry || external[p] || entries_[p].is_none() ||
           !entries_[p].same_memory(entries_[other]) ||
@@ -424,10 +410,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
         continue;
       if (node_layouts[j].get(LayoutSlot::kOut, 0) != node_layouts[i].get(LayoutSlot::kOut, 0))
         continue;
-      bool clash = false;
-      for (auto in_e : n.in)
-        clash = clash || (in_e != kNoEntry && overlaps(entries_[p], entries_[in_e]));
-      if (clash) continue;
+      if (overlaps_input(entries_[p], n)) continue;
       if (kernel_of[i]->fuse_sum()) sum_producer[i] = true, ++fused_sum_;
     }
   }
@@ -479,15 +462,6 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
   if (dev_.type == DeviceType::kCPU && opts.fuse_chains) fuse_chains(fwd_steps_);
 }
 
-namespace {
-
-bool overlap(const NDArray& a, const NDArray& b) {
-  if (a.is_none() || b.is_none() || a.storage() != b.storage()) return false;
-  return a.offset() < b.offset() + b.nbytes() && b.offset() < a.offset() + a.nbytes();
-}
-
-}  // namespace
-
 // Consecutive element-wise steps (Kernel::range_partition) over the same partition and
 // predicate become one chain, run chunk by chunk so each chunk is still in cache for the
 // next step (an optimizer update then the EMA of the new weights: one pass over memory).
@@ -508,7 +482,7 @@ void Executor::fuse_chains(std::vector<Step>& steps) {
   auto safe_after = [&](const Step& a, const NDArray& x, size_t t) {
     bool touched = false, aligned = false;
     writes(a, [&](const NDArray& y, bool is_out, size_t ty) {
-      if (!overlap(x, y)) return;
+      if (!x.overlaps(y)) return;
       touched = true;
       aligned = aligned || (is_out && x.same_memory(y) && x.nbytes() == y.nbytes() && ty == t);
     });
@@ -522,7 +496,7 @@ void Executor::fuse_chains(std::vector<Step>& steps) {
       for (size_t k = 0; k < a.n_in + a.n_out; ++k) {
         const NDArray& x = a.arrays[k];
         size_t tx = k < a.n_in ? tensor_of(a, k, a.n_in) : tensor_of(a, k - a.n_in, a.n_out);
-        if (overlap(x, y) && !(x.same_memory(y) && x.nbytes() == y.nbytes() && tx == ty)) ok = false;
+        if (x.overlaps(y) && !(x.same_memory(y) && x.nbytes() == y.nbytes() && tx == ty)) ok = false;
       }
     });
     return ok;
@@ -573,9 +547,8 @@ void Executor::run_chain(Step& s, const OpContext& ctx) {
   } else {
 #pragma omp parallel
     {
-      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-      const int64_t units = (total + 15) / 16;
-      range(std::min(total, units * t / nt * 16), std::min(total, units * (t + 1) / nt * 16));
+      auto [lo, hi] = thread_share(0, total, omp_get_num_threads(), omp_get_thread_num());
+      range(lo, hi);
     }
   }
   for (auto& m : s.chain) {

@@ -99,6 +99,11 @@ class NDArray {
   /// Sets every element to `v` (CPU arrays; GPU arrays go through the host).
   void fill(double v) const;
   /// True when both arrays view the same bytes.
+  /// True when the two arrays share any byte.
+  bool overlaps(const NDArray& o) const {
+    if (is_none() || o.is_none() || storage_ != o.storage_) return false;
+    return offset_ < o.offset_ + o.nbytes() && o.offset_ < offset_ + nbytes();
+  }
   bool same_memory(const NDArray& o) const {
     return storage_ == o.storage_ && offset_ == o.offset_;
   }

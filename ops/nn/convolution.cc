@@ -258,8 +258,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   // at 7x7 its scratch grows past 100 MB for 1.2x. Results differ from direct convolution by
   // float rounding (~1e-5 relative). LOOM_CONV_WINOGRAD=0 turns it off.
   bool use_winograd(const KernelArgs& a) const {
-    const char* env = std::getenv("LOOM_CONV_WINOGRAD");
-    if (env && std::string(env) == "0") return false;
+    if (env_off("LOOM_CONV_WINOGRAD")) return false;
     if (p_.kernel.ndim() != 2 || p_.num_group != 1) return false;
     for (int i = 0; i < 2; ++i)
       if (p_.kernel[i] != 3 || p_.stride[i] != 1 || p_.dilate[i] != 1) return false;

@@ -35,6 +35,9 @@ class DnnlWeightedLayer {
         bwd_data_(bwd_data),
         bwd_weights_(bwd_weights),
         bias_(arrays.bias),
+        sp_fwd_(fwd.scratchpad_desc()),
+        sp_bd_(bwd_data.scratchpad_desc()),
+        sp_bw_(bwd_weights.scratchpad_desc()),
         f_src_(arrays.src, fwd.src_desc(0)),
         f_w_(arrays.weights, fwd.weights_desc(0)),
         f_dst_(arrays.dst, fwd.dst_desc(0)),
@@ -46,9 +49,6 @@ class DnnlWeightedLayer {
         w_dw_(arrays.weights, bwd_weights.diff_weights_desc(0)),
         w_db_(arrays.bias, arrays.bias),
         has_bias_(arrays.bias.get_size() > 0),
-        sp_fwd_(fwd.scratchpad_desc()),
-        sp_bd_(bwd_data.scratchpad_desc()),
-        sp_bw_(bwd_weights.scratchpad_desc()),
         impl_("fwd=" + std::string(fwd.impl_info_str()) + " bwd_data=" + bwd_data.impl_info_str() +
               " bwd_weights=" + bwd_weights.impl_info_str()) {}
 

@@ -163,11 +163,8 @@ class BucketKernel final : public Kernel {
     } else {
 #pragma omp parallel
       {
-        // This thread's share of the concatenated elements, in 16-element (64-byte) units.
-        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-        const int64_t units = (total + 15) / 16;
-        forward_range(ctx, in, req, out, std::min(total, units * t / nt * 16),
-                      std::min(total, units * (t + 1) / nt * 16));
+        auto [lo, hi] = thread_share(0, total, omp_get_num_threads(), omp_get_thread_num());
+        forward_range(ctx, in, req, out, lo, hi);
       }
     }
     forward_once(ctx, in, req, out);

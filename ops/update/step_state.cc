@@ -176,28 +176,40 @@ LOOM_REGISTER_OP("_loom_accumulate")
 
 // ---- _loom_copy_state ----
 
-struct NoParam {};
-
-class CopyStateKernel final : public Kernel {
+/// dst = src (where the optional third input, pred, is nonzero), element ranges of any dtype
+/// (so buckets and chains can hold it): _assign and _loom_copy_state.
+class AssignKernel final : public update::RangeKernel {
  public:
-  explicit CopyStateKernel(const KernelArgs&) {}
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
-    const NDArray& dst = in[0];
-    const NDArray& src = in[1];
-    if (!dst.same_memory(src)) std::memcpy(dst.raw(), src.raw(), dst.nbytes());
+  explicit AssignKernel(const KernelArgs& a) : RangeKernel(a), op_(a.attrs.op->name) {
+    if (a.in_types[0] != a.in_types[1])
+      throw Error("node '" + a.attrs.name + "' (op " + op_ + "): dst is " +
+                  dtype_name(a.in_types[0]) + ", src is " + dtype_name(a.in_types[1]));
+  }
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
+    const NDArray &dst = in[0], &src = in[1];
+    const size_t esz = dtype_size(dst.dtype());
+    const size_t b = static_cast<size_t>(r.begin) * esz, n = static_cast<size_t>(r.end - r.begin) * esz;
+    auto* d = static_cast<char*>(dst.raw());
+    const bool on = in.size() < 3 || in[2].cdata<float>()[0] != 0.f;
+    if (on && !dst.same_memory(src))
+      std::memcpy(d + b, static_cast<const char*>(src.craw()) + b, n);
     if (req[0] == Req::kNull || (req[0] != Req::kAdd && out[0].same_memory(dst))) return;
     if (req[0] == Req::kAdd) {
       if (dst.dtype() != DType::kFloat32)
-        throw Error("_loom_copy_state: req=add needs float32, got " +
-                    std::string(dtype_name(dst.dtype())));
-      const float* d = dst.data<float>();
-      update::apply(out[0].data<float>(), Req::kAdd, dst.size(), [=](int64_t i) { return d[i]; });
+        throw Error(op_ + ": req=add needs float32, got " + std::string(dtype_name(dst.dtype())));
+      const float* v = dst.data<float>();
+      update::apply(out[0].data<float>(), Req::kAdd, r, [=](int64_t i) { return v[i]; });
       return;
     }
-    std::memcpy(out[0].raw(), dst.raw(), dst.nbytes());
+    std::memcpy(static_cast<char*>(out[0].raw()) + b, d + b, n);
   }
+
+ private:
+  std::string op_;
 };
+
+struct NoParam {};
 
 LOOM_REGISTER_OP("_loom_copy_state")
     .describe(
@@ -208,39 +220,11 @@ LOOM_REGISTER_OP("_loom_copy_state")
     .aux(std::vector<int>{0})
     .inplace_pairs({{0, 0}})
     .zero_grad()
-    .cpu<CopyStateKernel>()
+    .cpu<AssignKernel>()
     .sample({.in_shapes = {{3, 4}, {3, 4}}, .check_grad = false})
     .sample({.in_shapes = {{5}, {5}}, .in_kinds = {"label:7", "label:9"}, .check_grad = false});
 
 // ---- _assign ----
-
-/// dst = src where pred != 0, element ranges of any dtype (so buckets and chains can hold it).
-class AssignKernel final : public update::RangeKernel {
- public:
-  explicit AssignKernel(const KernelArgs& a) : RangeKernel(a) {
-    if (a.in_types[0] != a.in_types[1])
-      throw Error("node '" + a.attrs.name + "' (op _assign): dst is " + dtype_name(a.in_types[0]) +
-                  ", src is " + dtype_name(a.in_types[1]));
-  }
-  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-           std::span<const NDArray> out, update::Range r) override {
-    const NDArray &dst = in[0], &src = in[1];
-    const size_t esz = dtype_size(dst.dtype());
-    const size_t b = static_cast<size_t>(r.begin) * esz, n = static_cast<size_t>(r.end - r.begin) * esz;
-    auto* d = static_cast<char*>(dst.raw());
-    if (in[2].cdata<float>()[0] != 0.f && !dst.same_memory(src))
-      std::memcpy(d + b, static_cast<const char*>(src.craw()) + b, n);
-    if (req[0] == Req::kNull || (req[0] != Req::kAdd && out[0].same_memory(dst))) return;
-    if (req[0] == Req::kAdd) {
-      if (dst.dtype() != DType::kFloat32)
-        throw Error("_assign: req=add needs float32, got " + std::string(dtype_name(dst.dtype())));
-      const float* v = dst.data<float>();
-      update::apply(out[0].data<float>(), Req::kAdd, r, [=](int64_t i) { return v[i]; });
-      return;
-    }
-    std::memcpy(static_cast<char*>(out[0].raw()) + b, d + b, n);
-  }
-};
 
 LOOM_REGISTER_OP("_assign")
     .describe(

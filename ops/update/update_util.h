@@ -75,11 +75,7 @@ void apply(float* out, Req req, Range r, Step step) {
   }
 #pragma omp parallel
   {
-    // Each thread takes a contiguous share, in 16-element (64-byte) units.
-    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t units = (r.end - r.begin + 15) / 16;
-    const int64_t lo = std::min(r.end, r.begin + units * t / nt * 16);
-    const int64_t hi = std::min(r.end, r.begin + units * (t + 1) / nt * 16);
+    auto [lo, hi] = thread_share(r.begin, r.end, omp_get_num_threads(), omp_get_thread_num());
     apply_serial(out, req, lo, hi, step);
   }
 }

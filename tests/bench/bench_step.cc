@@ -81,12 +81,11 @@ Symbol update_graph(const std::vector<Shape>& shapes, bool bucket,
   std::vector<Symbol> heads;
   if (bucket) {
     std::vector<Symbol> flat;
-    std::string wds = "(", inplace = "(", inplace_e = "(";
+    std::string wds = "(", inplace = "(";  // both buckets: output i into input 3i
     for (size_t i = 0; i < n; ++i) {
       flat.insert(flat.end(), upd_in[i].begin(), upd_in[i].end());
       wds += (i ? ", " : "") + std::string(i % 3 ? "0" : "0.0001");
       inplace += (i ? ", " : "") + std::to_string(3 * i);
-      inplace_e += (i ? ", " : "") + std::to_string(3 * i);
     }
     Attrs a = ua;
     a["op"] = "sgd_mom_update";
@@ -103,7 +102,7 @@ Symbol update_graph(const std::vector<Shape>& shapes, bool bucket,
     Attrs e = ea;
     e["op"] = "_loom_ema_update";
     e["num_tensors"] = std::to_string(n);
-    e["__inplace__"] = inplace_e + ")";
+    e["__inplace__"] = inplace + ")";
     auto ema = Symbol::Op("_loom_bucket", eflat, e, "ema");
     for (size_t i = 0; i < n; ++i) heads.push_back(ema[i]);
   } else {

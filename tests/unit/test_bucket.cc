@@ -312,9 +312,9 @@ TEST(Bucket, BadBucketsFailClearly) {
                {{"op", "sgd_update"}, {"num_tensors", "2"}, {"lr", "1"}, {"wds", "(0.1,)"}}, "b");
   }, "wds has 1 values for 2 tensors");
   // An op without a range kernel is refused at bind, naming the node.
-  auto copy = Symbol::Op("_loom_bucket", {w, g}, {{"op", "_loom_copy_state"}, {"num_tensors", "1"}}, "cb");
-  expect_error([&] { Executor::simple_bind(copy, {{"w", Shape{4}}, {"g", Shape{4}}}); },
-               "node 'cb' (op _loom_bucket): op '_loom_copy_state' is not an element-wise update");
+  auto copy = Symbol::Op("_loom_bucket", {w}, {{"op", "BlockGrad"}, {"num_tensors", "1"}}, "cb");
+  expect_error([&] { Executor::simple_bind(copy, {{"w", Shape{4}}}); },
+               "node 'cb' (op _loom_bucket): op 'BlockGrad' is not an element-wise update");
 }
 
 }  // namespace

@@ -308,7 +308,9 @@ TEST(ConvFusion, ResidualSumIntoTheOtherOperand) {
         o.default_req = Req::kNull;
         auto ex = Executor::simple_bind(sym, {{"data", Shape{batch, channels, size, size}}}, o);
         // Only where the output array has the convolution's layout (channel-blocked here).
-        if (channels == 16) EXPECT_EQ(ex->fused_sum_pairs(), 2u);
+        if (channels == 16) {
+          EXPECT_EQ(ex->fused_sum_pairs(), 2u);
+        }
         EXPECT_EQ(ex->fused_affine_pairs(), 2u);
         Cfg c;
         c.channels = channels;
