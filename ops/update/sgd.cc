@@ -30,25 +30,20 @@ struct SGDMomParam {
   double lr, momentum, wd, rescale_grad, clip_gradient;
   bool lazy_update, lr_input;
 };
-const auto kSGDMomSchema =
-    ParamSchema<SGDMomParam>()
-        .required("lr", &SGDMomParam::lr, update::kDocLr)
-        .optional("momentum", &SGDMomParam::momentum, 0.0, update::kDocMomentum)
-        .optional("wd", &SGDMomParam::wd, 0.0, update::kDocWd)
-        .optional("rescale_grad", &SGDMomParam::rescale_grad, 1.0, update::kDocRescale)
-        .optional("clip_gradient", &SGDMomParam::clip_gradient, -1.0, update::kDocClip)
-        .optional("lazy_update", &SGDMomParam::lazy_update, true, update::kDocLazy)
-        .optional("lr_input", &SGDMomParam::lr_input, false, update::kDocLrInput);
-
-// nag_mom_update has SGDMomParam's fields except lazy_update.
-const auto kNAGMomSchema =
-    ParamSchema<SGDMomParam>()
-        .required("lr", &SGDMomParam::lr, update::kDocLr)
-        .optional("momentum", &SGDMomParam::momentum, 0.0, update::kDocMomentum)
-        .optional("wd", &SGDMomParam::wd, 0.0, update::kDocWd)
-        .optional("rescale_grad", &SGDMomParam::rescale_grad, 1.0, update::kDocRescale)
-        .optional("clip_gradient", &SGDMomParam::clip_gradient, -1.0, update::kDocClip)
-        .optional("lr_input", &SGDMomParam::lr_input, false, update::kDocLrInput);
+/// sgd_mom_update's parameters; nag_mom_update has the same except lazy_update.
+ParamSchema<SGDMomParam> mom_schema(bool lazy_update) {
+  ParamSchema<SGDMomParam> s;
+  s.required("lr", &SGDMomParam::lr, update::kDocLr)
+      .optional("momentum", &SGDMomParam::momentum, 0.0, update::kDocMomentum)
+      .optional("wd", &SGDMomParam::wd, 0.0, update::kDocWd)
+      .optional("rescale_grad", &SGDMomParam::rescale_grad, 1.0, update::kDocRescale)
+      .optional("clip_gradient", &SGDMomParam::clip_gradient, -1.0, update::kDocClip);
+  if (lazy_update) s.optional("lazy_update", &SGDMomParam::lazy_update, true, update::kDocLazy);
+  s.optional("lr_input", &SGDMomParam::lr_input, false, update::kDocLrInput);
+  return s;
+}
+const auto kSGDMomSchema = mom_schema(true);
+const auto kNAGMomSchema = mom_schema(false);
 
 class SGDKernel final : public update::UpdateKernel<SGDParam> {
  public:
