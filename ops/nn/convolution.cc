@@ -256,9 +256,10 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   // output positions: 1.8-2.4x faster than direct in all three passes for b16 at 14x14 and
   // up, 1.2-1.9x for b1 at 28x28 and up, slower below (its transforms do not amortise), and
   // at 7x7 its scratch grows past 100 MB for 1.2x. Results differ from direct convolution by
-  // float rounding (~1e-5 relative). LOOM_CONV_WINOGRAD=0 turns it off.
+  // float rounding (~1e-5 relative). Only where oneDNN has Winograd kernels for the CPU
+  // (AVX-512 in oneDNN 2.x); elsewhere direct. LOOM_CONV_WINOGRAD=0 turns it off.
   bool use_winograd(const KernelArgs& a) const {
-    if (env_off("LOOM_CONV_WINOGRAD")) return false;
+    if (env_off("LOOM_CONV_WINOGRAD") || !dnnl_util::has_winograd()) return false;
     if (p_.kernel.ndim() != 2 || p_.num_group != 1) return false;
     for (int i = 0; i < 2; ++i)
       if (p_.kernel[i] != 3 || p_.stride[i] != 1 || p_.dilate[i] != 1) return false;

@@ -79,6 +79,64 @@ int preferred_channel_block() {
   return block;
 }
 
+dnnl::cpu_isa effective_isa() { return dnnl::get_effective_cpu_isa(); }
+
+bool isa_has_avx512() {
+  // The ISA values are nested bit sets: a later one contains every bit of those it extends.
+  auto bits = static_cast<unsigned>(effective_isa());
+  auto core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  return (bits & core) == core;
+}
+
+std::string isa_name() {
+  using I = dnnl::cpu_isa;
+  switch (effective_isa()) {
+    case I::sse41:
+      return "sse41";
+    case I::avx:
+      return "avx";
+    case I::avx2:
+      return "avx2";
+    case I::avx2_vnni:
+      return "avx2_vnni";
+    case I::avx512_mic:
+      return "avx512_mic";
+    case I::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case I::avx512_core:
+      return "avx512_core";
+    case I::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case I::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case I::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "isa#" + std::to_string(static_cast<int>(effective_isa()));
+  }
+}
+
+bool has_winograd() {
+  static const bool yes = [] {
+    try {
+      memory::dims src{1, 64, 28, 28}, w{64, 64, 3, 3}, dst{1, 64, 28, 28};
+      dnnl::convolution_forward::primitive_desc pd({dnnl::prop_kind::forward_training,
+                                                    dnnl::algorithm::convolution_winograd,
+                                                    any_md(src),
+                                                    any_md(w),
+                                                    any_md(dst),
+                                                    {1, 1},
+                                                    {1, 1},
+                                                    {1, 1}},
+                                                   engine());
+      return std::string(pd.impl_info_str()).find("ref") == std::string::npos;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return yes;
+}
+
 void execute(const dnnl::primitive& prim, const std::unordered_map<int, memory>& args) {
   auto& s = stream();
   prim.execute(s, args);

@@ -33,6 +33,17 @@ memory::desc layout_md(const memory::dims& dims, Layout layout);
 /// (16 with AVX-512, 8 with AVX2; 1 when they want plain data).
 int preferred_channel_block();
 
+/// The instruction set oneDNN's JIT kernels use in this process: the CPU's own, capped by
+/// ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA when set before the first primitive is created.
+dnnl::cpu_isa effective_isa();
+/// True when `effective_isa()` includes AVX-512 (avx512_core or a later extension).
+bool isa_has_avx512();
+/// A short name of `effective_isa()` as oneDNN spells it ("avx2", "avx512_core_bf16", ...).
+std::string isa_name();
+/// True when oneDNN has f32 Winograd convolution kernels for this ISA (a probe of a typical
+/// 3x3 layer; oneDNN 2.x implements them for AVX-512 only).
+bool has_winograd();
+
 /// Runs `prim` with `args` on this thread's stream and waits for it.
 void execute(const dnnl::primitive& prim, const std::unordered_map<int, memory>& args);
 
