@@ -9,15 +9,25 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace loom {
 
+/// `s` with every byte that is not part of a valid UTF-8 sequence, and every control
+/// character but newline and tab, written as `\xNN`: safe to print and to hand to Python.
+std::string printable(std::string_view s);
+/// True when `s` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool valid_utf8(std::string_view s);
+/// "8.00 TB (8000000000000 bytes)": a byte count for messages.
+std::string format_bytes(uint64_t bytes);
+
 /// Base of every error Loom throws on bad user input. `what()` is one line that names the
-/// file, node, op, input or offset involved.
+/// file, node, op, input or offset involved. Messages quote user input, so they pass through
+/// `printable`: whatever the input held, a message is valid UTF-8.
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& msg) : std::runtime_error(printable(msg)) {}
 };
 /// Malformed or inconsistent JSON graph files.
 class JsonError : public Error { using Error::Error; };
@@ -33,6 +43,9 @@ class ParamError : public Error { using Error::Error; };
 class BindError : public Error { using Error::Error; };
 /// Truncated or corrupt `.params` / `.npy` files.
 class FormatError : public Error { using Error::Error; };
+/// An allocation the machine cannot satisfy (a bind whose arrays exceed the memory there is,
+/// or a failed device allocation). Python sees it as loom.OutOfMemoryError, a MemoryError.
+class OutOfMemoryError : public Error { using Error::Error; };
 
 /// Element types, numbered as MXNet's type flags (these numbers appear in `.params` files and
 /// in the `__dtype__` variable attribute).
@@ -81,8 +94,10 @@ class Shape {
   int64_t& operator[](int i) { return d_[static_cast<size_t>(i)]; }
   /// True when ndim > 0 and every dimension is > 0.
   bool known() const;
-  /// Product of the dimensions (1 for ndim 0).
+  /// Product of the dimensions (1 for ndim 0); throws ShapeError when it overflows int64.
   int64_t numel() const;
+  /// Bytes of an array of this shape and `t`; throws ShapeError when that overflows int64.
+  int64_t bytes(DType t) const;
   const std::vector<int64_t>& dims() const { return d_; }
   std::vector<int64_t>& dims() { return d_; }
   auto begin() const { return d_.begin(); }

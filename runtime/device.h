@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "runtime/base.h"
@@ -32,6 +33,10 @@ class DeviceBackend {
   /// Channels per block of the channel-blocked layout this device's kernels prefer for 4-D
   /// intermediates (1 = keep everything plain). See plan_layouts.
   virtual int channel_block() { return 1; }
+  /// Bytes device `id` can still hand out without failing or swapping the machine to death
+  /// (CPU: available RAM and swap, within the cgroup's limit); SIZE_MAX when unknown. Bind
+  /// checks its memory plan against it before allocating anything.
+  virtual size_t available_memory(int id) { (void)id; return SIZE_MAX; }
 };
 
 /// Backend for a device type; throws Error when none is compiled in.

@@ -87,6 +87,38 @@ std::map<uint32_t, NDArray> bucket_views(const IndexedGraph& g, const ExecGraph&
   return views;
 }
 
+/// Who computes entry e, for messages: "node 'fc1' (FullyConnected)", "the gradient of node
+/// 'fc1' (FullyConnected)" or "variable 'data'".
+std::string entry_owner(const IndexedGraph& g, const ExecGraph& eg, uint32_t e) {
+  if (e < eg.num_forward_entries) {
+    const auto* n = g.node(g.entry_node(e)).node;
+    if (n->is_variable()) return "variable '" + n->name() + "'";
+  }
+  for (const ExecNode& n : eg.nodes) {
+    if (!n.attrs || std::find(n.out.begin(), n.out.end(), e) == n.out.end()) continue;
+    std::string who = "node '" + n.attrs->name + "' (" + n.attrs->op->name + ")";
+    return n.kind == ExecNode::Kind::kBackward ? "the gradient pass of " + who : who;
+  }
+  return "entry " + std::to_string(e);
+}
+
+/// Refuses a bind whose arrays cannot fit before anything is allocated (zero-filling them
+/// would have the kernel kill the process instead): `bytes` is what the next allocation
+/// step needs in all, `largest` the entry that needs most.
+void check_fits(const IndexedGraph& g, const ExecGraph& eg, Device dev, uint64_t bytes,
+                uint32_t largest, const char* what) {
+  uint64_t avail = device_backend(dev.type).available_memory(dev.id);
+  if (bytes <= avail) return;
+  const uint64_t big = static_cast<uint64_t>(eg.shapes[largest].bytes(eg.types[largest]));
+  std::string owner = entry_owner(g, eg, largest);
+  if (owner.rfind("variable", 0) != 0) owner = "the output of " + owner;
+  throw OutOfMemoryError("bind: " + std::string(what) + " need " + format_bytes(bytes) +
+                         " but " + dev.str() + " has " + format_bytes(avail) +
+                         " available; the largest is " + owner +
+                         ", shape " + eg.shapes[largest].str() + " " + dtype_name(eg.types[largest]) +
+                         ", " + format_bytes(big));
+}
+
 }  // namespace
 
 std::unique_ptr<Executor> Executor::simple_bind(const Symbol& sym,
@@ -159,6 +191,33 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
 
   eg_ = build_exec_graph(g, ent_shapes, ent_types, need_grad);
   size_t ne = eg_.shapes.size();
+  {
+    // Every entry's size must be countable, and what bind allocates for the user-visible
+    // arrays (plus the largest intermediate, which the plan cannot shrink) must fit.
+    uint64_t user_bytes = 0, largest_bytes = 0;
+    uint32_t largest = 0;
+    std::vector<bool> user(ne, false);
+    if (!args)
+      for (auto id : arg_ids) user[g.entry_id(id, 0)] = true;
+    if (!aux)
+      for (auto id : aux_ids) user[g.entry_id(id, 0)] = true;
+    for (size_t i = 0; i < arg_ids.size(); ++i)
+      if (!args_grad && reqs_[i] != Req::kNull && eg_.arg_grad[i] != kNoEntry) user[eg_.arg_grad[i]] = true;
+    for (auto e : eg_.head_grad)
+      if (e != kNoEntry) user[e] = true;
+    for (uint32_t e = 0; e < ne; ++e) {
+      int64_t b = 0;
+      try {
+        b = eg_.shapes[e].bytes(eg_.types[e]);
+      } catch (const ShapeError& err) {
+        throw ShapeError("bind: the output of " + entry_owner(g, eg_, e) + ": " + err.what());
+      }
+      auto ub = static_cast<uint64_t>(b);
+      if (user[e] && __builtin_add_overflow(user_bytes, ub, &user_bytes)) user_bytes = UINT64_MAX;
+      if (ub > largest_bytes) largest_bytes = ub, largest = e;
+    }
+    if (ne) check_fits(g, eg_, dev_, std::max(user_bytes, largest_bytes), largest, "the executor's arrays");
+  }
   entries_.assign(ne, NDArray());
   std::vector<bool> external(ne, false), pinned(ne, false);
 
@@ -263,6 +322,15 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
   for (auto h : eg_.heads) pinned[h] = true;
 
   plan_ = plan_memory(eg_, external, pinned);
+  {
+    uint32_t largest = kNoEntry;
+    for (uint32_t e = 0; e < ne; ++e)
+      if (plan_.storage[e] != kNoEntry &&
+          (largest == kNoEntry || eg_.shapes[e].bytes(eg_.types[e]) > eg_.shapes[largest].bytes(eg_.types[largest])))
+        largest = e;
+    if (largest != kNoEntry)
+      check_fits(g, eg_, dev_, plan_.total_bytes, largest, "the executor's intermediate arrays");
+  }
   std::vector<std::shared_ptr<Storage>> blocks;
   for (auto b : plan_.block_bytes) blocks.push_back(std::make_shared<Storage>(dev_, b));
   for (size_t e = 0; e < ne; ++e)

@@ -10,8 +10,16 @@ Storage::Storage(Device dev, size_t bytes) : dev_(dev), bytes_(bytes) {
 
 Storage::~Storage() { device_backend(dev_.type).free(dev_.id, ptr_, bytes_ == 0 ? 64 : bytes_); }
 
+namespace {
+size_t checked_bytes(const Shape& s, DType t) {
+  for (auto d : s)
+    if (d < 0) throw ShapeError("cannot allocate an array of shape " + s.str() + ": negative dimension");
+  return static_cast<size_t>(s.bytes(t));
+}
+}  // namespace
+
 NDArray::NDArray(Shape shape, DType dtype, Device dev)
-    : storage_(std::make_shared<Storage>(dev, static_cast<size_t>(shape.numel()) * dtype_size(dtype))),
+    : storage_(std::make_shared<Storage>(dev, checked_bytes(shape, dtype))),
       shape_(std::move(shape)),
       dtype_(dtype) {}
 

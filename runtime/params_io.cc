@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
@@ -116,12 +117,17 @@ bool read_shape(Reader& r, Version ver, uint32_t v0_ndim, const std::string& fie
 }
 
 // Consumes the data of `shape` elements of `elem` bytes, checking first that the file holds
-// them, so a corrupt shape can never cause a huge allocation.
+// them, so a corrupt shape can never cause a huge allocation. A shape whose size in bytes
+// does not fit int64 is refused even when a zero dimension makes it empty (NumPy refuses
+// such arrays too, and every size computation downstream would overflow).
 const char* take_data(Reader& r, const Shape& shape, size_t elem, const std::string& field) {
-  uint64_t n = elem;
+  const size_t at = r.pos();
+  int64_t bound = static_cast<int64_t>(elem);
   for (int64_t d : shape)
-    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
-      r.fail_truncated(field, "more than 2^64");
+    if (__builtin_mul_overflow(bound, std::max<int64_t>(d, 1), &bound))
+      r.fail(at, field + " is too large: " + shape.str() + " needs more than 2^63 bytes");
+  uint64_t n = elem;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
   return r.take(n, field);
 }
 
@@ -260,8 +266,12 @@ NamedArrays load_params_from_bytes(const std::string& bytes, const std::string& 
   out.names.reserve(m);
   for (uint64_t i = 0; i < m; ++i) {
     const std::string label = "name of array " + std::to_string(i);
+    const size_t len_at = r.pos();
     const uint64_t len = r.get<uint64_t>("length of " + label);
     out.names.emplace_back(r.take(len, label), len);
+    // Names become Python strings and graph variable names: MXNet writes them as UTF-8.
+    if (!valid_utf8(out.names.back()))
+      r.fail(len_at, label + " is not valid UTF-8: '" + out.names.back() + "'");
   }
   // Trailing bytes are ignored, as MXNet's loader does.
   if (!deferred.empty()) {

@@ -1,6 +1,9 @@
 // CPU device backend: a pooled, 64-byte-aligned allocator.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <map>
 #include <mutex>
 #include <new>
@@ -34,7 +37,7 @@ class CpuBackend final : public DeviceBackend {
       }
     }
     void* p = std::aligned_alloc(kAlign, n);
-    if (!p) throw std::bad_alloc();
+    if (!p) throw OutOfMemoryError("out of memory: cannot allocate " + format_bytes(bytes) + " on cpu");
     return p;
   }
   void free(int, void* p, size_t bytes) override {
@@ -56,6 +59,16 @@ class CpuBackend final : public DeviceBackend {
   void synchronize(int) override {}
   int count() override { return 1; }
   int channel_block() override { return dnnl_util::preferred_channel_block(); }
+  size_t available_memory(int) override {
+    // MemAvailable (free plus reclaimable cache) and free swap, capped by a cgroup v2 limit
+    // (containers), plus what this pool holds for reuse.
+    uint64_t avail = meminfo_kb("MemAvailable:") * 1024 + meminfo_kb("SwapFree:") * 1024;
+    uint64_t limit = read_u64("/sys/fs/cgroup/memory.max"), used = read_u64("/sys/fs/cgroup/memory.current");
+    if (limit && used && limit > used) avail = std::min<uint64_t>(avail, limit - used);
+    if (avail == 0) return SIZE_MAX;  // no /proc (unknown): do not refuse
+    std::lock_guard<std::mutex> lk(mu_);
+    return static_cast<size_t>(avail) + cached_;
+  }
 
  private:
   // Size classes: multiples of 64 B up to 4 KiB, then quarter-powers of two, so a pooled
@@ -68,6 +81,23 @@ class CpuBackend final : public DeviceBackend {
     size_t r = p / 2;
     while (r < b) r += q;
     return r;
+  }
+  // A "Key: N kB" line of /proc/meminfo (0 when absent).
+  static uint64_t meminfo_kb(const char* key) {
+    std::ifstream f("/proc/meminfo");
+    std::string k;
+    uint64_t v;
+    while (f >> k >> v) {
+      if (k == key) return v;
+      f.ignore(64, '\n');
+    }
+    return 0;
+  }
+  // A file holding one number (0 when absent or "max").
+  static uint64_t read_u64(const char* path) {
+    std::ifstream f(path);
+    uint64_t v = 0;
+    return f >> v ? v : 0;
   }
   std::mutex mu_;
   std::map<size_t, std::vector<void*>> pool_;

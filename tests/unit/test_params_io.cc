@@ -296,7 +296,7 @@ TEST(ParamsIo, AbsurdShapesNeverAllocate) {
   EXPECT_HAS(message_of(with_record(r.s)), "need 4611686018427387904 bytes");
   r = {};
   r.v2({INT64_MAX, INT64_MAX}, 0);
-  EXPECT_HAS(message_of(with_record(r.s)), "need more than 2^64 bytes");
+  EXPECT_HAS(message_of(with_record(r.s)), "needs more than 2^63 bytes");
   r = {};
   r.v2({3, -2}, 0);
   EXPECT_HAS(message_of(with_record(r.s)), "negative dimension -2");

@@ -13,7 +13,7 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from . import _loom  # noqa: E402
 from .base import (LoomError, MXNetError, JsonError, UnknownOpError, GraphError, ShapeError,
-                   ParamError, BindError, FormatError, CustomOpError)
+                   ParamError, BindError, FormatError, CustomOpError, OutOfMemoryError)
 from . import base
 from .context import Context, cpu, gpu, cpu_pinned, current_context, num_gpus
 from . import name

@@ -16,6 +16,8 @@ ParamError = _loom.ParamError
 BindError = _loom.BindError
 FormatError = _loom.FormatError
 CustomOpError = _loom.CustomOpError
+#: A bind whose arrays exceed the memory there is; also a MemoryError.
+OutOfMemoryError = _loom.OutOfMemoryError
 
 string_types = (str,)
 numeric_types = (float, int, np.generic)

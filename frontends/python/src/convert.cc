@@ -1,4 +1,6 @@
 // Conversions, error mapping and the Context class.
+#include <cstring>
+
 #include "common.h"
 #include "runtime/device.h"
 
@@ -83,16 +85,32 @@ std::map<std::string, std::string> str_dict(py::handle d) {
 
 namespace {
 // Exception classes, created once and never freed (the translator is a plain function).
-PyObject* g_exc[9];
-enum { kBase, kJson, kUnknownOp, kGraph, kShape, kParam, kBind, kFormat, kCustom };
+PyObject* g_exc[10];
+enum { kBase, kJson, kUnknownOp, kGraph, kShape, kParam, kBind, kFormat, kCustom, kMemory };
+
+// Sets exception `type` with message `msg`, decoded leniently: Loom's own messages are valid
+// UTF-8 (Error escapes them), but a third-party library's may not be, and a message must
+// never turn into a UnicodeDecodeError.
+void set_error(PyObject* type, const char* msg) {
+  PyObject* text = PyUnicode_DecodeUTF8(msg, static_cast<Py_ssize_t>(std::strlen(msg)), "backslashreplace");
+  if (!text) {
+    PyErr_Clear();
+    text = PyUnicode_FromString("(undecodable error message)");
+  }
+  PyErr_SetObject(type, text);
+  Py_DECREF(text);
+}
 }  // namespace
 
 void init_errors(py::module_& m) {
   const char* names[] = {"LoomError",  "JsonError", "UnknownOpError", "GraphError",   "ShapeError",
-                         "ParamError", "BindError", "FormatError",    "CustomOpError"};
-  for (int i = 0; i < 9; ++i) {
+                         "ParamError", "BindError", "FormatError",    "CustomOpError", "OutOfMemoryError"};
+  for (int i = 0; i < 10; ++i) {
     PyObject* base = i == 0 ? PyExc_RuntimeError : g_exc[kBase];
-    g_exc[i] = PyErr_NewException((std::string("loom.") + names[i]).c_str(), base, nullptr);
+    PyObject* bases = nullptr;
+    if (i == kMemory) bases = PyTuple_Pack(2, g_exc[kBase], PyExc_MemoryError);  // also a MemoryError
+    g_exc[i] = PyErr_NewException((std::string("loom.") + names[i]).c_str(), bases ? bases : base, nullptr);
+    Py_XDECREF(bases);
     m.attr(names[i]) = py::reinterpret_borrow<py::object>(g_exc[i]);
   }
   py::register_exception_translator([](std::exception_ptr p) {
@@ -100,23 +118,35 @@ void init_errors(py::module_& m) {
     try {
       std::rethrow_exception(p);
     } catch (const PythonCallbackError& e) {
-      PyErr_SetString(g_exc[kCustom], e.what());
+      set_error(g_exc[kCustom], e.what());
     } catch (const JsonError& e) {
-      PyErr_SetString(g_exc[kJson], e.what());
+      set_error(g_exc[kJson], e.what());
     } catch (const UnknownOpError& e) {
-      PyErr_SetString(g_exc[kUnknownOp], e.what());
+      set_error(g_exc[kUnknownOp], e.what());
     } catch (const GraphError& e) {
-      PyErr_SetString(g_exc[kGraph], e.what());
+      set_error(g_exc[kGraph], e.what());
     } catch (const ShapeError& e) {
-      PyErr_SetString(g_exc[kShape], e.what());
+      set_error(g_exc[kShape], e.what());
     } catch (const ParamError& e) {
-      PyErr_SetString(g_exc[kParam], e.what());
+      set_error(g_exc[kParam], e.what());
     } catch (const BindError& e) {
-      PyErr_SetString(g_exc[kBind], e.what());
+      set_error(g_exc[kBind], e.what());
     } catch (const FormatError& e) {
-      PyErr_SetString(g_exc[kFormat], e.what());
+      set_error(g_exc[kFormat], e.what());
+    } catch (const OutOfMemoryError& e) {
+      set_error(g_exc[kMemory], e.what());
     } catch (const Error& e) {
-      PyErr_SetString(g_exc[kBase], e.what());
+      set_error(g_exc[kBase], e.what());
+    } catch (const std::bad_alloc&) {
+      set_error(g_exc[kMemory], "out of memory (an allocation failed)");
+    } catch (const py::builtin_exception&) {
+      throw;  // pybind11's own (IndexError for iteration, KeyError, ...): meant for Python
+    } catch (const py::error_already_set&) {
+      throw;  // a Python exception passing through C++
+    } catch (const std::exception& e) {
+      // Not Loom's: a library (oneDNN, nlohmann::json, the standard library) failed under
+      // Loom's call. Still a LoomError, with the library's message.
+      set_error(g_exc[kBase], (std::string("internal error: ") + e.what()).c_str());
     }
   });
 }
