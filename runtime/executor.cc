@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <mutex>
 #include <set>
 
 #include <cstdlib>
@@ -148,7 +149,12 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
                      const std::map<std::string, NDArray>* aux, const BindOptions& opts) {
   sym_ = sym;
   dev_ = opts.device;
-  rng_.seed(global_rng()());
+  {
+    // Executors may be bound from several threads at once.
+    static std::mutex seed_mu;
+    std::lock_guard<std::mutex> lk(seed_mu);
+    rng_.seed(global_rng()());
+  }
   graph_ = std::make_unique<IndexedGraph>(sym.outputs());
   const IndexedGraph& g = *graph_;
   for (const auto& [name, s] : shapes) {
