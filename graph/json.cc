@@ -23,6 +23,20 @@ std::string json_value_to_string(const json& v) {
   return v.dump();
 }
 
+// A JSON value quoted in an error message: short, one level deep (dump() recurses, and a
+// hostile file can nest arrays thousands deep or hold megabytes in one entry).
+std::string brief(const json& v) {
+  if (v.is_primitive()) {
+    std::string s = v.dump();
+    return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+  }
+  if (v.is_object()) return "{...}";
+  std::string s = "[";
+  for (size_t k = 0; k < v.size() && k < 4; ++k)
+    s += (k ? ", " : "") + (v[k].is_primitive() ? brief(v[k]) : v[k].is_array() ? "[...]" : "{...}");
+  return s + (v.size() > 4 ? ", ...]" : "]");
+}
+
 struct RawNode {
   std::string op, name;
   Attrs attrs;
@@ -32,12 +46,27 @@ struct RawNode {
 
 class Loader {
  public:
+  // Nodes hold their inputs by shared_ptr, so a cycle in the file (rejected by the check in
+  // read_heads, or among nodes no head reaches) would keep itself alive: cut the edges of
+  // every node the loaded symbol does not own.
+  ~Loader() {
+    for (const NodePtr& n : nodes_) {
+      if (owned_.count(n.get())) continue;
+      n->inputs.clear();
+      n->control_deps.clear();
+    }
+  }
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
   Loader(const std::string& text, std::string source) : src_(std::move(source)) {
     try {
       doc_ = json::parse(text);
     } catch (const json::parse_error& e) {
       throw JsonError(src_ + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
                       e.what());
+    } catch (const json::exception& e) {  // out_of_range: a number such as 1e999
+      throw JsonError(src_ + ": malformed JSON: " + e.what());
     }
   }
 
@@ -92,13 +121,17 @@ class Loader {
       for (const auto& e : n["inputs"]) {
         if (!e.is_array() || e.size() < 2 || e.size() > 3 || !e[0].is_number_integer() ||
             !e[1].is_number_integer())
-          throw JsonError(where(i) + ": malformed input entry " + e.dump() +
+          throw JsonError(where(i) + ": malformed input entry " + brief(e) +
                           " (expected [node, index] or [node, index, version])");
         int64_t ver = e.size() == 3 && e[2].is_number_integer() ? e[2].get<int64_t>() : 0;
         rn.inputs.push_back({e[0].get<int64_t>(), e[1].get<int64_t>(), ver});
       }
       if (n.contains("control_deps") && n["control_deps"].is_array())
-        for (const auto& c : n["control_deps"]) rn.control_deps.push_back(c.get<int64_t>());
+        for (const auto& c : n["control_deps"]) {
+          if (!c.is_number_integer())
+            throw JsonError(where(i) + ": control dependency " + brief(c) + " is not a node index");
+          rn.control_deps.push_back(c.get<int64_t>());
+        }
     }
   }
 
@@ -172,7 +205,10 @@ class Loader {
           throw GraphError(where(i) + ": input " + std::to_string(k) + " refers to node " +
                            std::to_string(e[0]) + ", but the file has " + std::to_string(n) +
                            " nodes");
-        if (e[1] < 0) throw GraphError(where(i) + ": input " + std::to_string(k) + " has a negative output index");
+        if (e[1] < 0 || e[1] > UINT32_MAX || e[2] < 0 || e[2] > UINT32_MAX)
+          throw GraphError(where(i) + ": input " + std::to_string(k) + " has output index " +
+                           std::to_string(e[1]) + " and version " + std::to_string(e[2]) +
+                           " (expected 0..4294967295)");
         node.inputs.push_back({nodes_[static_cast<size_t>(e[0])], static_cast<uint32_t>(e[1]),
                                static_cast<uint32_t>(e[2])});
       }
@@ -213,9 +249,9 @@ class Loader {
     if (!args.is_array()) fail("'arg_nodes' is not an array");
     for (const auto& a : args) {
       if (!a.is_number_integer() || a.get<int64_t>() < 0 || a.get<size_t>() >= n)
-        fail("arg_nodes entry " + a.dump() + " is not a node index");
+        fail("arg_nodes entry " + brief(a) + " is not a node index");
       if (raw_[a.get<size_t>()].op != "null")
-        fail("arg_nodes entry " + a.dump() + " ('" + raw_[a.get<size_t>()].name +
+        fail("arg_nodes entry " + brief(a) + " ('" + raw_[a.get<size_t>()].name +
              "') is not a variable");
     }
   }
@@ -226,16 +262,19 @@ class Loader {
     std::vector<NodeEntry> outs;
     for (const auto& h : heads) {
       if (!h.is_array() || h.size() < 2 || !h[0].is_number_integer() || !h[1].is_number_integer())
-        fail("malformed head entry " + h.dump());
+        fail("malformed head entry " + brief(h));
       int64_t id = h[0].get<int64_t>();
       if (id < 0 || static_cast<size_t>(id) >= nodes_.size())
         fail("head refers to node " + std::to_string(id) + ", but the file has " +
              std::to_string(nodes_.size()) + " nodes");
-      outs.push_back({nodes_[static_cast<size_t>(id)], h[1].get<uint32_t>(), 0});
+      const int64_t index = h[1].get<int64_t>();
+      if (index < 0 || index > UINT32_MAX)
+        fail("head refers to output " + std::to_string(index) + " of node " + std::to_string(id));
+      outs.push_back({nodes_[static_cast<size_t>(id)], static_cast<uint32_t>(index), 0});
     }
     Symbol sym(std::move(outs));
     IndexedGraph check(sym.outputs());  // cycles and output-index errors
-    (void)check;
+    for (uint32_t i = 0; i < check.num_nodes(); ++i) owned_.insert(check.node(i).node);
     return sym;
   }
 
@@ -244,6 +283,7 @@ class Loader {
   int version_ = 800;
   std::vector<RawNode> raw_;
   std::vector<NodePtr> nodes_;
+  std::set<const Node*> owned_;  // nodes reachable from the heads of a successful load
 };
 
 void write_string(std::ostringstream& os, const std::string& s) { os << json(s).dump(); }

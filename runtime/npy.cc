@@ -1,5 +1,6 @@
 #include "runtime/npy.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/params_io.h"
@@ -180,10 +181,14 @@ NDArray load_npy_from_bytes(const std::string& bytes, const std::string& what) {
     throw FormatError(what + ": unsupported .npy dtype '" + descr + "'" + why +
                       "; expected one of <f4 <f8 <f2 <i4 <i8 |u1 |i1 |b1");
   }
-  uint64_t nbytes = dtype_size(dtype);
+  // Zero dimensions count as 1 here: an empty array whose other dimensions overflow int64
+  // is refused too (NumPy cannot make it, and size computations downstream would overflow).
+  int64_t bound = static_cast<int64_t>(dtype_size(dtype));
   for (int64_t d : shape)
-    if (__builtin_mul_overflow(nbytes, static_cast<uint64_t>(d), &nbytes))
+    if (__builtin_mul_overflow(bound, std::max<int64_t>(d, 1), &bound))
       throw FormatError(what + ": shape " + shape.str() + " in the .npy header is absurdly large");
+  uint64_t nbytes = dtype_size(dtype);
+  for (int64_t d : shape) nbytes *= static_cast<uint64_t>(d);
   const std::string field = "data, shape " + shape.str() + " " + dtype_name(dtype);
   if (bytes.size() - pos < nbytes) throw truncated(pos, field, nbytes);  // before allocating
   NDArray a(std::move(shape), dtype, Device::cpu());

@@ -1,0 +1,110 @@
+// One test per finding of the libFuzzer campaign (tests/fuzz, scripts/fuzz.sh): the input
+// that crashed, leaked or escaped as a foreign exception, and the Loom error it must give
+// now. The same inputs are in tests/fuzz/corpus/*/finding_* and replayed by fuzz_replay_*.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "graph/infer.h"
+#include "graph/json.h"
+#include "runtime/npy.h"
+#include "runtime/params_io.h"
+
+namespace loom {
+namespace {
+
+template <class E>
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("WRONG TYPE: ") + e.what();
+  }
+  return "NO ERROR";
+}
+#define EXPECT_CONTAINS(hay, needle) EXPECT_NE(std::string(hay).find(needle), std::string::npos) << hay
+
+template <class T>
+void put(std::string& s, T v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// Leak: nodes hold their inputs by shared_ptr, so a cycle rejected by the loader kept itself
+// alive. The error is unchanged; the sanitizer build (leak detection on) checks the memory.
+TEST(FuzzRegressions, RejectedCycleIsFreed) {
+  EXPECT_CONTAINS(error_of<GraphError>([] {
+                    load_json(R"({"nodes": [{"op": "exp", "name": "a", "inputs": [[1, 0, 0]]},
+                      {"op": "exp", "name": "b", "inputs": [[0, 0, 0]]}], "arg_nodes": [],
+                      "heads": [[1, 0, 0]]})", "cycle.json");
+                  }),
+                  "cycle.json: cycle in graph: b -> a -> b");
+}
+
+// Leak: a cycle among nodes no head reaches loads (MXNet ignores unreachable nodes) and was
+// never freed.
+TEST(FuzzRegressions, UnreachableCycleIsDropped) {
+  Symbol s = load_json(R"({"nodes": [{"op": "null", "name": "x", "inputs": []},
+    {"op": "exp", "name": "a", "inputs": [[2, 0, 0]]},
+    {"op": "exp", "name": "b", "inputs": [[1, 0, 0]]}], "arg_nodes": [0], "heads": [[0, 0, 0]]})");
+  EXPECT_EQ(s.list_arguments(), std::vector<std::string>{"x"});
+  EXPECT_EQ(IndexedGraph(s.outputs()).num_nodes(), 1u);
+}
+
+// nlohmann::json::out_of_range escaped load_json: a number too large for a double.
+TEST(FuzzRegressions, JsonNumberOverflowIsJsonError) {
+  EXPECT_CONTAINS(error_of<JsonError>([] {
+                    load_json(R"({"nodes": [], "arg_nodes": [], "heads": [],
+                      "attrs": {"mxnet_version": ["int", 1e3088]}})", "big.json");
+                  }),
+                  "big.json: malformed JSON: [json.exception.out_of_range.406] number overflow");
+}
+
+// nlohmann::json::type_error escaped load_json: a control dependency that is not an integer.
+TEST(FuzzRegressions, ControlDependencyMustBeNodeIndex) {
+  EXPECT_CONTAINS(error_of<JsonError>([] {
+                    load_json(R"({"nodes": [{"op": "null", "name": "x", "inputs": []},
+                      {"op": "exp", "name": "e", "inputs": [[0, 0, 0]], "control_deps": ["x"]}],
+                      "arg_nodes": [0], "heads": [[1, 0, 0]]})", "deps.json");
+                  }),
+                  "deps.json: node 1 ('e'): control dependency \"x\" is not a node index");
+}
+
+// UBSan (signed overflow in Shape::numel): a .params record of shape (2^62, 3, 0) passed the
+// size check (zero bytes) and overflowed int64 when the array was made.
+TEST(FuzzRegressions, ParamsShapeOverflowWithZeroDimension) {
+  std::string b;
+  put<uint64_t>(b, 0x112);
+  put<uint64_t>(b, 0);
+  put<uint64_t>(b, 1);
+  put<uint32_t>(b, 0xF993FAC9);  // V2
+  put<int32_t>(b, 0);            // dense
+  put<int32_t>(b, 3);
+  for (int64_t d : {int64_t{1} << 62, int64_t{3}, int64_t{0}}) put<int64_t>(b, d);
+  put<int32_t>(b, 1);
+  put<int32_t>(b, 0);
+  put<int32_t>(b, 3);  // uint8
+  put<uint64_t>(b, 0);
+  EXPECT_CONTAINS(error_of<FormatError>([&] { load_params_from_bytes(b, "big.params"); }),
+                  "big.params: data of array 0, shape (4611686018427387904, 3, 0) uint8 is too "
+                  "large: (4611686018427387904, 3, 0) needs more than 2^63 bytes (at offset 72)");
+}
+
+// The same in a .npy header (found by review after the .params finding, then confirmed by
+// the harness).
+TEST(FuzzRegressions, NpyShapeOverflowWithZeroDimension) {
+  std::string h = "{'descr': '|u1', 'fortran_order': False, 'shape': (4611686018427387904, 3, 0), }";
+  h.append((64 - (10 + h.size() + 1) % 64) % 64, ' ');
+  h += '\n';
+  std::string b = std::string("\x93NUMPY\x01\x00", 8);
+  put<uint16_t>(b, static_cast<uint16_t>(h.size()));
+  b += h;
+  EXPECT_CONTAINS(error_of<FormatError>([&] { load_npy_from_bytes(b, "big.npy"); }),
+                  "big.npy: shape (4611686018427387904, 3, 0) in the .npy header is absurdly large");
+}
+
+}  // namespace
+}  // namespace loom
