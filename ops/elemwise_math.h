@@ -98,6 +98,90 @@ struct Round {  // half away from zero, as MXNet's round
   LOOM_HD static float f(float x) { return roundf(x); }
   LOOM_HD static float d(float, float) { return 0.f; }
 };
+struct Rint {  // to the nearest integer, ties to even (the default rounding mode)
+  LOOM_HD static float f(float x) { return rintf(x); }
+  LOOM_HD static float d(float, float) { return 0.f; }
+};
+struct Trunc {  // toward zero (MXNet's trunc and fix)
+  LOOM_HD static float f(float x) { return truncf(x); }
+  LOOM_HD static float d(float, float) { return 0.f; }
+};
+
+// Trigonometric and hyperbolic functions and their inverses, as MXNet's mshadow_op.
+struct Sin {
+  LOOM_HD static float f(float x) { return sinf(x); }
+  LOOM_HD static float d(float x, float) { return cosf(x); }
+};
+struct Cos {
+  LOOM_HD static float f(float x) { return cosf(x); }
+  LOOM_HD static float d(float x, float) { return -sinf(x); }
+};
+struct Tan {
+  LOOM_HD static float f(float x) { return tanf(x); }
+  LOOM_HD static float d(float, float y) { return 1.f + y * y; }
+};
+struct Arcsin {
+  LOOM_HD static float f(float x) { return asinf(x); }
+  LOOM_HD static float d(float x, float) { return 1.f / sqrtf(1.f - x * x); }
+};
+struct Arccos {
+  LOOM_HD static float f(float x) { return acosf(x); }
+  LOOM_HD static float d(float x, float) { return -1.f / sqrtf(1.f - x * x); }
+};
+struct Arctan {
+  LOOM_HD static float f(float x) { return atanf(x); }
+  LOOM_HD static float d(float x, float) { return 1.f / (1.f + x * x); }
+};
+struct Sinh {
+  LOOM_HD static float f(float x) { return sinhf(x); }
+  LOOM_HD static float d(float x, float) { return coshf(x); }
+};
+struct Cosh {
+  LOOM_HD static float f(float x) { return coshf(x); }
+  LOOM_HD static float d(float x, float) { return sinhf(x); }
+};
+struct Arcsinh {
+  LOOM_HD static float f(float x) { return asinhf(x); }
+  LOOM_HD static float d(float x, float) { return 1.f / sqrtf(x * x + 1.f); }
+};
+struct Arccosh {
+  LOOM_HD static float f(float x) { return acoshf(x); }
+  LOOM_HD static float d(float x, float) { return 1.f / sqrtf(x * x - 1.f); }
+};
+struct Arctanh {
+  LOOM_HD static float f(float x) { return atanhf(x); }
+  LOOM_HD static float d(float x, float) { return 1.f / (1.f - x * x); }
+};
+struct Degrees {
+  LOOM_HD static float f(float x) { return x * (180.f / 3.14159265358979323846f); }
+  LOOM_HD static float d(float, float) { return 180.f / 3.14159265358979323846f; }
+};
+struct Radians {
+  LOOM_HD static float f(float x) { return x * (3.14159265358979323846f / 180.f); }
+  LOOM_HD static float d(float, float) { return 3.14159265358979323846f / 180.f; }
+};
+
+// Further exponents, logarithms and roots.
+struct Log2 {
+  LOOM_HD static float f(float x) { return log2f(x); }
+  LOOM_HD static float d(float x, float) { return 1.f / (x * 0.69314718055994530942f); }
+};
+struct Log10 {
+  LOOM_HD static float f(float x) { return log10f(x); }
+  LOOM_HD static float d(float x, float) { return 1.f / (x * 2.30258509299404568402f); }
+};
+struct Cbrt {
+  LOOM_HD static float f(float x) { return cbrtf(x); }
+  LOOM_HD static float d(float, float y) { return 1.f / (3.f * y * y); }
+};
+struct Rcbrt {  // x^(-1/3); its derivative -x^(-4/3)/3 is -y^4/3
+  LOOM_HD static float f(float x) { return 1.f / cbrtf(x); }
+  LOOM_HD static float d(float, float y) { return -(y * y) * (y * y) / 3.f; }
+};
+struct Erf {
+  LOOM_HD static float f(float x) { return erff(x); }
+  LOOM_HD static float d(float x, float) { return 1.12837916709551257390f * expf(-x * x); }
+};
 
 // ---- binary: z = f(a, b); grads: da = g * da(a, b), db = g * db(a, b) ----
 struct Add {

@@ -77,6 +77,29 @@ OpDef& unary(const char* name, Uses uses, const char* doc, const char* kind = "n
   unary<Floor>("floor", Uses::kZeroGrad, "Element-wise floor; zero gradient.");
   unary<Ceil>("ceil", Uses::kZeroGrad, "Element-wise ceiling; zero gradient.");
   unary<Round>("round", Uses::kZeroGrad, "Rounds half away from zero; zero gradient.");
+  unary<Rint>("rint", Uses::kZeroGrad, "Rounds to the nearest integer, ties to even; zero gradient.");
+  unary<Trunc>("trunc", Uses::kZeroGrad, "Rounds toward zero; zero gradient.");
+  unary<Trunc>("fix", Uses::kZeroGrad, "Rounds toward zero (as trunc); zero gradient.");
+  unary<Sin>("sin", Uses::kX, "Element-wise sine.");
+  unary<Cos>("cos", Uses::kX, "Element-wise cosine.");
+  unary<Tan>("tan", Uses::kY, "Element-wise tangent.", "unit");
+  unary<Arcsin>("arcsin", Uses::kX, "Element-wise inverse sine, input in [-1, 1].", "unit");
+  unary<Arccos>("arccos", Uses::kX, "Element-wise inverse cosine, input in [-1, 1].", "unit");
+  unary<Arctan>("arctan", Uses::kX, "Element-wise inverse tangent.");
+  unary<Sinh>("sinh", Uses::kX, "Element-wise hyperbolic sine.");
+  unary<Cosh>("cosh", Uses::kX, "Element-wise hyperbolic cosine.");
+  unary<Arcsinh>("arcsinh", Uses::kX, "Element-wise inverse hyperbolic sine.");
+  unary<Arccosh>("arccosh", Uses::kX, "Element-wise inverse hyperbolic cosine, input >= 1.",
+                 "above1");
+  unary<Arctanh>("arctanh", Uses::kX, "Element-wise inverse hyperbolic tangent, input in (-1, 1).",
+                 "unit");
+  unary<Degrees>("degrees", Uses::kNone, "Converts radians to degrees.");
+  unary<Radians>("radians", Uses::kNone, "Converts degrees to radians.");
+  unary<Log2>("log2", Uses::kX, "Element-wise base-2 logarithm.", "positive");
+  unary<Log10>("log10", Uses::kX, "Element-wise base-10 logarithm.", "positive");
+  unary<Cbrt>("cbrt", Uses::kY, "Element-wise cube root.", "positive");
+  unary<Rcbrt>("rcbrt", Uses::kY, "Element-wise 1/cbrt(x).", "positive");
+  unary<Erf>("erf", Uses::kX, "Element-wise Gauss error function.");
   return true;
 }();
 

@@ -27,6 +27,28 @@ LOOM_REGISTER_OP("sign").kernel(DeviceType::kGPU, unary_gpu<math::Sign>());
 LOOM_REGISTER_OP("floor").kernel(DeviceType::kGPU, unary_gpu<math::Floor>());
 LOOM_REGISTER_OP("ceil").kernel(DeviceType::kGPU, unary_gpu<math::Ceil>());
 LOOM_REGISTER_OP("round").kernel(DeviceType::kGPU, unary_gpu<math::Round>());
+LOOM_REGISTER_OP("rint").kernel(DeviceType::kGPU, unary_gpu<math::Rint>());
+LOOM_REGISTER_OP("trunc").kernel(DeviceType::kGPU, unary_gpu<math::Trunc>());
+LOOM_REGISTER_OP("fix").kernel(DeviceType::kGPU, unary_gpu<math::Trunc>());
+// Trigonometric, hyperbolic, logarithms and roots.
+LOOM_REGISTER_OP("sin").kernel(DeviceType::kGPU, unary_gpu<math::Sin>());
+LOOM_REGISTER_OP("cos").kernel(DeviceType::kGPU, unary_gpu<math::Cos>());
+LOOM_REGISTER_OP("tan").kernel(DeviceType::kGPU, unary_gpu<math::Tan>());
+LOOM_REGISTER_OP("arcsin").kernel(DeviceType::kGPU, unary_gpu<math::Arcsin>());
+LOOM_REGISTER_OP("arccos").kernel(DeviceType::kGPU, unary_gpu<math::Arccos>());
+LOOM_REGISTER_OP("arctan").kernel(DeviceType::kGPU, unary_gpu<math::Arctan>());
+LOOM_REGISTER_OP("sinh").kernel(DeviceType::kGPU, unary_gpu<math::Sinh>());
+LOOM_REGISTER_OP("cosh").kernel(DeviceType::kGPU, unary_gpu<math::Cosh>());
+LOOM_REGISTER_OP("arcsinh").kernel(DeviceType::kGPU, unary_gpu<math::Arcsinh>());
+LOOM_REGISTER_OP("arccosh").kernel(DeviceType::kGPU, unary_gpu<math::Arccosh>());
+LOOM_REGISTER_OP("arctanh").kernel(DeviceType::kGPU, unary_gpu<math::Arctanh>());
+LOOM_REGISTER_OP("degrees").kernel(DeviceType::kGPU, unary_gpu<math::Degrees>());
+LOOM_REGISTER_OP("radians").kernel(DeviceType::kGPU, unary_gpu<math::Radians>());
+LOOM_REGISTER_OP("log2").kernel(DeviceType::kGPU, unary_gpu<math::Log2>());
+LOOM_REGISTER_OP("log10").kernel(DeviceType::kGPU, unary_gpu<math::Log10>());
+LOOM_REGISTER_OP("cbrt").kernel(DeviceType::kGPU, unary_gpu<math::Cbrt>());
+LOOM_REGISTER_OP("rcbrt").kernel(DeviceType::kGPU, unary_gpu<math::Rcbrt>());
+LOOM_REGISTER_OP("erf").kernel(DeviceType::kGPU, unary_gpu<math::Erf>());
 
 }  // namespace
 }  // namespace loom

@@ -316,7 +316,14 @@ _unary = {"abs": None, "ceil": None, "floor": None, "round": None, "sign": None,
           "log1p": ("uniform", -0.5, 3.0), "negative": None, "reciprocal": ("absmin", 0.5),
           "relu": None, "rsqrt": ("uniform", 0.2, 3.0), "sigmoid": None, "softsign": None,
           "sqrt": ("uniform", 0.2, 3.0), "square": None, "tanh": None, "_copy": None,
-          "BlockGrad": None, "make_loss": None, "ones_like": None, "zeros_like": None}
+          "BlockGrad": None, "make_loss": None, "ones_like": None, "zeros_like": None,
+          "rint": ("normal", 3.0), "trunc": ("normal", 3.0), "fix": ("normal", 3.0),
+          "sin": ("normal", 2.0), "cos": ("normal", 2.0), "tan": ("uniform", -1.2, 1.2),
+          "arcsin": ("uniform", -0.9, 0.9), "arccos": ("uniform", -0.9, 0.9), "arctan": ("normal", 2.0),
+          "sinh": None, "cosh": None, "arcsinh": ("normal", 2.0), "arccosh": ("uniform", 1.1, 3.0),
+          "arctanh": ("uniform", -0.9, 0.9), "degrees": None, "radians": ("normal", 90.0),
+          "log2": ("uniform", 0.2, 3.0), "log10": ("uniform", 0.2, 3.0), "cbrt": ("uniform", 0.2, 3.0),
+          "rcbrt": ("uniform", 0.2, 3.0), "erf": None}
 for op, init in _unary.items():
     case("unary_" + op, lambda mx, o=op: sym_op(mx, o)(V(mx), name="u"),
          {"data": (3, 4, 5)}, [op], init={"data": init} if init else None,

@@ -29,6 +29,8 @@ NDArray make_input(const Shape& s, const std::string& kind, std::mt19937& rng) {
       p[i] = static_cast<float>(static_cast<int>(uni(rng) * static_cast<float>(k)) % k);
     } else if (kind == "positive") {
       p[i] = 0.5f + 1.5f * uni(rng);
+    } else if (kind == "above1") {
+      p[i] = 1.2f + 1.5f * uni(rng);
     } else if (kind == "unit") {
       p[i] = -0.9f + 1.8f * uni(rng);
     } else if (kind == "zeros") {

@@ -87,6 +87,27 @@ const std::vector<std::pair<const char*, F1>> kUnary = {
     {"floor", [](double x) { return std::floor(x); }},
     {"ceil", [](double x) { return std::ceil(x); }},
     {"round", [](double x) { return x < 0 ? -std::floor(-x + 0.5) : std::floor(x + 0.5); }},
+    {"rint", [](double x) { return std::nearbyint(x); }},  // ties to even
+    {"trunc", [](double x) { return x < 0 ? -std::floor(-x) : std::floor(x); }},
+    {"fix", [](double x) { return x < 0 ? std::ceil(x) : std::floor(x); }},
+    {"sin", [](double x) { return std::sin(x); }},
+    {"cos", [](double x) { return std::cos(x); }},
+    {"tan", [](double x) { return std::sin(x) / std::cos(x); }},
+    {"arcsin", [](double x) { return std::asin(x); }},
+    {"arccos", [](double x) { return std::acos(x); }},
+    {"arctan", [](double x) { return std::atan(x); }},
+    {"sinh", [](double x) { return (std::exp(x) - std::exp(-x)) / 2; }},
+    {"cosh", [](double x) { return (std::exp(x) + std::exp(-x)) / 2; }},
+    {"arcsinh", [](double x) { return std::log(x + std::sqrt(x * x + 1)); }},
+    {"arccosh", [](double x) { return std::log(x + std::sqrt(x * x - 1)); }},
+    {"arctanh", [](double x) { return 0.5 * std::log((1 + x) / (1 - x)); }},
+    {"degrees", [](double x) { return x * 180 / M_PI; }},
+    {"radians", [](double x) { return x * M_PI / 180; }},
+    {"log2", [](double x) { return std::log(x) / std::log(2.0); }},
+    {"log10", [](double x) { return std::log(x) / std::log(10.0); }},
+    {"cbrt", [](double x) { return std::pow(x, 1.0 / 3); }},
+    {"rcbrt", [](double x) { return std::pow(x, -1.0 / 3); }},
+    {"erf", [](double x) { return std::erf(x); }},
     {"zeros_like", [](double) { return 0.0; }},
     {"ones_like", [](double) { return 1.0; }},
 };
@@ -588,6 +609,24 @@ TEST(TensorGrad, DeclaredDepsSufficeAndReqAdd) {
                                         "reciprocal",
                                         "log1p",
                                         "expm1",
+                                        "sin",
+                                        "cos",
+                                        "tan",
+                                        "arcsin",
+                                        "arccos",
+                                        "arctan",
+                                        "sinh",
+                                        "cosh",
+                                        "arcsinh",
+                                        "arccosh",
+                                        "arctanh",
+                                        "degrees",
+                                        "radians",
+                                        "log2",
+                                        "log10",
+                                        "cbrt",
+                                        "rcbrt",
+                                        "erf",
                                         "clip",
                                         "elemwise_add",
                                         "elemwise_sub",
@@ -642,6 +681,8 @@ TEST(TensorGrad, DeclaredDepsSufficeAndReqAdd) {
       for (size_t i = 0; i < s.in_shapes.size(); ++i) {
         std::string k = i < s.in_kinds.size() ? s.in_kinds[i] : "normal";
         in.push_back(k == "positive"  ? random(s.in_shapes[i], 10 + i, 0.5, 2)
+                     : k == "unit"    ? random(s.in_shapes[i], 10 + i, -0.9, 0.9)
+                     : k == "above1"  ? random(s.in_shapes[i], 10 + i, 1.2, 2.7)
                      : k == "label:2" ? random(s.in_shapes[i], 10 + i, 0, 1.999)
                                       : random(s.in_shapes[i], 10 + i));
         if (k == "label:2")
