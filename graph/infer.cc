@@ -43,7 +43,10 @@ std::vector<Shape> infer_shapes(const IndexedGraph& g, const std::map<std::strin
     const Node& n = *g.node(v).node;
     auto it = known.find(n.name());
     Shape s;
-    if (it != known.end()) s = it->second;
+    if (it != known.end()) {
+      s = it->second;
+      check_shape_fits(s, "variable '" + n.name() + "' (given shape)");
+    }
     auto h = n.attrs.dict.find("__shape__");
     if (h != n.attrs.dict.end()) {
       Shape hint;
@@ -52,6 +55,7 @@ std::vector<Shape> infer_shapes(const IndexedGraph& g, const std::map<std::strin
       } catch (const ParamError& e) {
         throw ShapeError("variable '" + n.name() + "': bad __shape__ '" + h->second + "'");
       }
+      check_shape_fits(hint, "variable '" + n.name() + "' (its __shape__ attribute)");
       merge_shape(s, hint, "variable '" + n.name() + "' (given shape vs its __shape__ attribute)");
     }
     ent[g.entry_id(v, 0)] = s;

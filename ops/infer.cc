@@ -1,5 +1,7 @@
 #include "ops/infer.h"
 
+#include <algorithm>
+
 namespace loom {
 
 void merge_shape(Shape& dst, const Shape& src, const std::string& what) {
@@ -23,6 +25,30 @@ void merge_type(DType& dst, DType src, const std::string& what) {
   if (dst == DType::kUnknown) dst = src;
   else if (dst != src)
     throw ShapeError(what + ": expected dtype " + dtype_name(dst) + ", got " + dtype_name(src));
+}
+
+void check_shape_fits(const Shape& s, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    if (d < 0 || __builtin_mul_overflow(n, std::max<int64_t>(d, 1), &n))
+      throw ShapeError(what + ": shape " + s.str() +
+                       (d < 0 ? " has a negative dimension" : " has more than 2^63 elements"));
+}
+
+int64_t dim_add(int64_t a, int64_t b, const char* what) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    throw ShapeError(std::string(what) + ": " + std::to_string(a) + " + " + std::to_string(b) +
+                     " overflows int64");
+  return r;
+}
+
+int64_t dim_mul(int64_t a, int64_t b, const char* what) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    throw ShapeError(std::string(what) + ": " + std::to_string(a) + " * " + std::to_string(b) +
+                     " overflows int64");
+  return r;
 }
 
 std::string input_label(const OpAttrs& a, size_t i) {
@@ -55,9 +81,12 @@ void run_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape
       std::vector<Shape> args(in.begin(), in.end() - 1);
       run_infer_shape_unpredicated(a, args, out);
       std::copy(args.begin(), args.end(), in.begin());
-      return;
+    } else {
+      run_infer_shape_unpredicated(a, in, out);
     }
-    run_infer_shape_unpredicated(a, in, out);
+    // What an op derives from hostile attributes must still be a shape an array can have.
+    for (size_t i = 0; i < in.size(); ++i) check_shape_fits(in[i], input_label(a, i));
+    for (size_t i = 0; i < out.size(); ++i) check_shape_fits(out[i], "output " + std::to_string(i));
   } catch (const ShapeError& e) {
     throw ShapeError("node '" + a.name + "' (op " + a.op->name + "): " + e.what());
   }

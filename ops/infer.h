@@ -24,6 +24,15 @@ void run_infer_type(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>
 /// Default shape rule: every input and output has one shape.
 void infer_shape_same(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out);
 
+/// Throws ShapeError "<what>: shape X ..." when a dimension of `s` is negative or the product
+/// of its dimensions (zeros counted as 1) overflows int64: no array of that shape can exist.
+/// run_infer_shape applies it to every shape an op's inference returns.
+void check_shape_fits(const Shape& s, const std::string& what);
+/// a + b and a * b for dimension arithmetic in shape functions (sizes, pads, strides from
+/// attributes); throw ShapeError naming `what` when the result overflows int64.
+int64_t dim_add(int64_t a, int64_t b, const char* what);
+int64_t dim_mul(int64_t a, int64_t b, const char* what);
+
 /// Name of input i for messages: "input 1 (weight)".
 std::string input_label(const OpAttrs& a, size_t i);
 

@@ -54,11 +54,13 @@ const auto kConvSchema =
 
 int64_t conv_out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p) {
   if (in == 0) return 0;
-  int64_t span = 1 + (k - 1) * d;
-  if (in + 2 * p < span)
+  const char* what = "Convolution output size";
+  const int64_t span = dim_add(dim_mul(k - 1, d, what), 1, what);
+  const int64_t padded = dim_add(in, dim_mul(2, p, what), what);
+  if (padded < span)
     throw ShapeError("input size " + std::to_string(in) + " with pad " + std::to_string(p) +
                      " is smaller than the dilated kernel " + std::to_string(span));
-  return (in + 2 * p - span) / s + 1;
+  return (padded - span) / s + 1;
 }
 
 void conv_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {

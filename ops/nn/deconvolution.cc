@@ -70,6 +70,13 @@ bool has_target(const DeconvParam& p) {
   return false;
 }
 
+/// stride*(in-1) + dilated kernel along spatial dimension i: the output length before padding.
+int64_t full_length(const DeconvParam& p, int i, int64_t in) {
+  const char* what = "Deconvolution output size";
+  const int64_t span = dim_add(dim_mul(p.kernel[i] - 1, p.dilate[i], what), 1, what);
+  return dim_add(dim_mul(p.stride[i], in - 1, what), span, what);
+}
+
 /// Padding on each side for known spatial input sizes (MXNet's InferPad): with a
 /// target_shape, total = stride*(in-1) + dilated kernel - target, adj = total % 2,
 /// pad = (total + 1) / 2; the right side gets pad - adj.
@@ -79,8 +86,7 @@ nn::DeconvGeometry geometry(const DeconvParam& p, const Shape& data) {
   for (int i = 0; i < p.kernel.ndim(); ++i) {
     int64_t pad = p.pad[i], adj = p.adj[i];
     if (target) {
-      int64_t span = 1 + (p.kernel[i] - 1) * p.dilate[i];
-      int64_t total = p.stride[i] * (data[i + 2] - 1) + span - p.target_shape[i];
+      const int64_t total = full_length(p, i, data[i + 2]) - p.target_shape[i];
       if (total < 0)
         throw ShapeError("target_shape " + p.target_shape.str() + " is too big for input " +
                          data.str());
@@ -122,8 +128,7 @@ void deconv_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Sh
   if (spatial_known) {
     nn::DeconvGeometry g = geometry(p, data);
     for (int i = 0; i < nd; ++i) {
-      int64_t span = 1 + (p.kernel[i] - 1) * p.dilate[i];
-      int64_t len = p.stride[i] * (data[i + 2] - 1) + span - g.pad_l[i] - g.pad_r[i];
+      const int64_t len = full_length(p, i, data[i + 2]) - g.pad_l[i] - g.pad_r[i];
       if (len < 1)
         throw ShapeError("Deconvolution output would be empty along spatial dim " +
                          std::to_string(i) + " for input " + data.str());

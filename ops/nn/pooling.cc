@@ -57,13 +57,15 @@ const auto kPoolSchema =
 int64_t pool_out_dim(const PoolParam& p, int i, int64_t in) {
   if (p.global_pool) return 1;
   if (in == 0) return 0;
-  int64_t k = p.kernel[i], s = p.stride[i], pad = p.pad[i];
-  if (p.pooling_convention == "same") return (in + 2 * pad + s - 1) / s;
-  if (in + 2 * pad < k)
+  const int64_t k = p.kernel[i], s = p.stride[i];
+  const char* what = "Pooling output size";
+  const int64_t padded = dim_add(in, dim_mul(2, p.pad[i], what), what);
+  if (p.pooling_convention == "same") return dim_add(padded, s - 1, what) / s;
+  if (padded < k)
     throw ShapeError("pooling window " + std::to_string(k) + " is larger than the padded input " +
-                     std::to_string(in + 2 * pad));
-  if (p.pooling_convention == "full") return (in + 2 * pad - k + s - 1) / s + 1;
-  return (in + 2 * pad - k) / s + 1;
+                     std::to_string(padded));
+  if (p.pooling_convention == "full") return dim_add(padded - k, s - 1, what) / s + 1;
+  return (padded - k) / s + 1;
 }
 
 void pool_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {

@@ -46,6 +46,9 @@ const auto kUpSamplingSchema =
             throw ParamError("scale " + s.str() + " must have 1, 2 or 4 entries");
           }
           if (p.scale_h < 1 || p.scale_w < 1) throw ParamError("scale must be >= 1");
+          // MXNet's scale is an int; the bilinear kernel 2*scale must not overflow either.
+          if (p.scale_h > INT32_MAX || p.scale_w > INT32_MAX)
+            throw ParamError("scale " + s.str() + " is larger than 2147483647");
           if (p.num_args < 1) throw ParamError("num_args must be at least 1");
           if (p.bilinear()) {  // inputs are always (data, weight); MXNet ignores num_args
             if (p.scale_h != p.scale_w)
@@ -79,12 +82,16 @@ void up_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>
                        std::to_string(p.num_filter));
     int64_t k = bilinear_kernel(p);
     merge_shape(in[1], Shape{d[1], 1, k, k}, input_label(a, 1));
-    merge_shape(out[0], Shape{d[0], d[1], d[2] * p.scale_h, d[3] * p.scale_w}, "output 0");
+    merge_shape(out[0],
+                Shape{d[0], d[1], dim_mul(d[2], p.scale_h, "UpSampling output height"),
+                      dim_mul(d[3], p.scale_w, "UpSampling output width")},
+                "output 0");
     return;
   }
   for (const auto& s : in)
     if (!s.known()) return;
-  const int64_t oh = d[2] * p.scale_h, ow = d[3] * p.scale_w;
+  const int64_t oh = dim_mul(d[2], p.scale_h, "UpSampling output height");
+  const int64_t ow = dim_mul(d[3], p.scale_w, "UpSampling output width");
   int64_t channels = 0;
   for (size_t i = 0; i < in.size(); ++i) {
     const Shape& s = in[i];

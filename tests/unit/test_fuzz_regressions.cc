@@ -106,5 +106,60 @@ TEST(FuzzRegressions, NpyShapeOverflowWithZeroDimension) {
                   "big.npy: shape (4611686018427387904, 3, 0) in the .npy header is absurdly large");
 }
 
+// UBSan (signed overflow in Flatten's shape function): `loom info --shape
+// data=1,9,993,999995799965775252` on a convolutional net. Shapes given by the user or by
+// __shape__ must be ones an array can have.
+TEST(FuzzRegressions, GivenShapeOverflowIsShapeError) {
+  Symbol net = Symbol::Op("Flatten", {Symbol::Variable("data")}, {}, "flat");
+  IndexedGraph g(net.outputs());
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    infer_shapes(g, {{"data", Shape{1, 9, 993, 999995799965775252}}}, true);
+                  }),
+                  "variable 'data' (given shape): shape (1, 9, 993, 999995799965775252) has more "
+                  "than 2^63 elements");
+  Symbol hinted = Symbol::Op(
+      "Flatten", {Symbol::Variable("x", {{"__shape__", "(4294967296, 4294967296, 0)"}})}, {}, "f");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] { infer_shapes(IndexedGraph(hinted.outputs()), {}, true); }),
+                  "variable 'x' (its __shape__ attribute): shape (4294967296, 4294967296, 0) has "
+                  "more than 2^63 elements");
+}
+
+// Found by review with the Flatten finding: shape functions computing sizes from attributes
+// (pads, strides, dilations, scales) overflowed int64 on hostile values.
+TEST(FuzzRegressions, OpSizeArithmeticOverflowIsShapeError) {
+  auto data = Symbol::Variable("data");
+  auto conv = Symbol::Op("Convolution", {data},
+                         {{"kernel", "(3, 3)"}, {"num_filter", "2"}, {"pad", "(4611686018427387904, 1)"}},
+                         "conv");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    infer_shapes(IndexedGraph(conv.outputs()), {{"data", Shape{1, 1, 4, 4}}}, true);
+                  }),
+                  "node 'conv' (op Convolution): Convolution output size: 2 * 4611686018427387904 "
+                  "overflows int64");
+  auto pool = Symbol::Op("Pooling", {data},
+                         {{"kernel", "(2, 2)"}, {"stride", "(9223372036854775807, 1)"},
+                          {"pooling_convention", "full"}},
+                         "pool");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    infer_shapes(IndexedGraph(pool.outputs()), {{"data", Shape{1, 1, 4, 4}}}, true);
+                  }),
+                  "node 'pool' (op Pooling): Pooling output size: 2 + 9223372036854775806 overflows");
+  auto deconv = Symbol::Op("Deconvolution", {data},
+                           {{"kernel", "(2, 2)"}, {"num_filter", "1"}, {"stride", "(4611686018427387904, 1)"}},
+                           "deconv");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    infer_shapes(IndexedGraph(deconv.outputs()), {{"data", Shape{1, 1, 4, 4}}}, true);
+                  }),
+                  "node 'deconv' (op Deconvolution): Deconvolution output size: 4611686018427387904 "
+                  "* 3 overflows int64");
+  EXPECT_CONTAINS(error_of<ParamError>([&] {
+                    Symbol::Op("UpSampling", {data},
+                               {{"scale", "(1, 4611686018427387904)"}, {"sample_type", "nearest"},
+                                {"num_args", "1"}},
+                               "up");
+                  }),
+                  "scale (1, 4611686018427387904) is larger than 2147483647");
+}
+
 }  // namespace
 }  // namespace loom
