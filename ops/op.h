@@ -187,7 +187,8 @@ struct OpSample {
   Attrs attrs;
   std::vector<Shape> in_shapes;  ///< arguments then aux
   /// Input values: "normal" (default, N(0,1)), "positive" (0.5..2), "label:K" (integers in
-  /// [0,K)), "unit" (-0.9..0.9), "index:K", "zeros", "ones", per input; missing = normal.
+  /// [0,K)), "unit" (-0.9..0.9), "above1" (1.2..2.7), "index:K", "zeros", "ones", per input;
+  /// missing = normal.
   std::vector<std::string> in_kinds;
   bool check_grad = true;  ///< finite-difference check (off for loss heads, random ops)
   bool is_train = false;

@@ -359,6 +359,26 @@ case("where_rows", lambda mx: mx.sym.where(V(mx, "cond"), V(mx, "x"), V(mx, "y")
      init={"cond": ("int", 0, 2)}, no_grad=["cond"])
 case("embedding", lambda mx: mx.sym.Embedding(V(mx), input_dim=7, output_dim=4, name="emb"),
      {"data": (3, 5)}, ["Embedding"], init={"data": ("int", 0, 7)}, no_grad=["data"])
+
+# --------------------------------------------------------------------------- ArcFace head ops
+for i, (shape, kw) in enumerate([((3, 5), dict()), ((2, 3, 4), dict(mode="instance", eps=0.5)),
+                                 ((2, 3, 2, 2), dict(mode="channel")), ((2, 4, 3), dict(mode="channel")),
+                                 ((2, 3, 2, 3), dict(mode="spatial"))]):
+    case("l2norm%d" % i, lambda mx, kw=kw: mx.sym.L2Normalization(V(mx), name="l2", **kw),
+         {"data": shape}, ["L2Normalization"])
+for i, kw in enumerate([dict(depth=4), dict(depth=3, on_value=2.5, off_value=-1.0)]):
+    # Indices in [-1, 6): out of range and negative ones give all-off rows.
+    case("one_hot%d" % i, lambda mx, kw=kw: mx.sym.one_hot(V(mx), name="oh", **kw),
+         {"data": (2, 5)}, ["one_hot"], init={"data": ("int", -1, 6)}, no_grad=["data"],
+         head_grad=False)
+for i, (shape, ishape, kw, hi) in enumerate([
+        ((3, 4), (3,), dict(), 6), ((2, 3, 2), (2, 1, 2), dict(axis=1, keepdims=True), 3),
+        ((3, 4), (4,), dict(axis=0, mode="wrap"), 8), ((3, 4), (4,), dict(axis=0, mode="wrap"), 8),
+        ((4, 5), (4,), dict(axis=1), 5)]):
+    lo = -7 if kw.get("mode") == "wrap" and i == 3 else 0
+    case("pick%d" % i, lambda mx, kw=kw: mx.sym.pick(V(mx), V(mx, "index"), name="pick", **kw),
+         {"data": shape, "index": ishape}, ["pick"], init={"index": ("int", lo, hi)},
+         no_grad=["index"])
 case("upsampling_nearest", lambda mx: mx.sym.UpSampling(V(mx), scale=2, sample_type="nearest",
                                                        num_args=1, name="up"),
      {"data": (2, 3, 4, 5)}, ["UpSampling"])

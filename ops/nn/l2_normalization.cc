@@ -1,0 +1,123 @@
+// L2Normalization: y = x / sqrt(sum(x^2) + eps), the sum taken per sample (instance: over
+// every axis but 0), per sample and position (channel: over axis 1) or per sample and
+// channel (spatial: over axes 2...). dx = (g - y * sum(g * y)) / norm over the same groups.
+#include <cmath>
+
+#include "ops/infer.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace loom {
+namespace {
+
+struct L2NormParam {
+  float eps;
+  std::string mode;
+};
+const auto kL2NormSchema =
+    ParamSchema<L2NormParam>()
+        .optional("eps", &L2NormParam::eps, 1e-10f, "Added to the sum of squares.")
+        .choice("mode", &L2NormParam::mode, {"instance", "channel", "spatial"}, "instance",
+                "instance: per sample; channel: across channels per position; spatial: "
+                "across positions per channel.");
+
+// The array as (outer, reduced, inner) groups: element (o, r, i) is at (o * R + r) * I + i;
+// each (o, i) pair is one normalised group.
+struct Groups {
+  int64_t outer, reduced, inner;
+};
+Groups groups_of(const std::string& mode, const Shape& s) {
+  int64_t n = s[0], rest = s.numel() / std::max<int64_t>(n, 1);
+  if (mode == "instance") return {n, rest, 1};
+  int64_t c = s[1], spatial = rest / std::max<int64_t>(c, 1);
+  if (mode == "channel") return {n, c, spatial};
+  return {n * c, spatial, 1};  // spatial
+}
+
+void infer_l2norm(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+  infer_shape_same(a, in, out);
+  const Shape& s = in[0].ndim() ? in[0] : out[0];
+  if (s.ndim() == 0) return;
+  const std::string& mode = a.param<L2NormParam>().mode;
+  if (s.ndim() < (mode == "instance" ? 2 : 3))
+    throw ShapeError("node '" + a.name + "' (op L2Normalization): mode " + mode + " needs " +
+                     (mode == "instance" ? "2" : "3") + " or more dimensions, got " + s.str());
+}
+
+class L2NormKernel final : public Kernel {
+ public:
+  explicit L2NormKernel(const KernelArgs& a)
+      : eps_(a.attrs.param<L2NormParam>().eps),
+        g_(groups_of(a.attrs.param<L2NormParam>().mode, a.in_shapes[0])) {
+    tensor::check_f32(a);
+  }
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull) return;
+    const float* x = in[0].cdata<float>();
+    float* y = out[0].data<float>();
+    const bool add = req[0] == Req::kAdd;
+    each_group([&](int64_t base, int64_t stride) {
+      double ss = 0;
+      for (int64_t r = 0; r < g_.reduced; ++r) ss += double(x[base + r * stride]) * x[base + r * stride];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss + eps_));
+      for (int64_t r = 0; r < g_.reduced; ++r) {
+        float v = x[base + r * stride] * inv;
+        y[base + r * stride] = add ? y[base + r * stride] + v : v;
+      }
+    });
+  }
+  void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull) return;
+    const float *x = in[0].cdata<float>(), *g = og[0].cdata<float>();
+    float* dx = ig[0].data<float>();
+    const bool add = req[0] == Req::kAdd;
+    each_group([&](int64_t base, int64_t stride) {
+      double ss = 0, gx = 0;
+      for (int64_t r = 0; r < g_.reduced; ++r) {
+        const int64_t k = base + r * stride;
+        ss += double(x[k]) * x[k];
+        gx += double(g[k]) * x[k];
+      }
+      const double norm2 = ss + eps_, inv = 1.0 / std::sqrt(norm2);
+      // dx = g / n - x * sum(g x) / n^3
+      const float a = static_cast<float>(inv), b = static_cast<float>(gx * inv / norm2);
+      for (int64_t r = 0; r < g_.reduced; ++r) {
+        const int64_t k = base + r * stride;
+        float v = g[k] * a - x[k] * b;
+        dx[k] = add ? dx[k] + v : v;
+      }
+    });
+  }
+
+ private:
+  // fn(first element, stride between the group's elements) for every group, in parallel.
+  template <class Fn>
+  void each_group(Fn fn) const {
+    const int64_t n = g_.outer * g_.inner;
+#pragma omp parallel for schedule(static) if (n * g_.reduced >= tensor::kParallelMin && n > 1)
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t o = k / g_.inner, i = k % g_.inner;
+      fn(o * g_.reduced * g_.inner + i, g_.inner);
+    }
+  }
+  double eps_;
+  Groups g_;
+};
+
+LOOM_REGISTER_OP("L2Normalization")
+    .describe("Divides the input by its L2 norm per sample, channel or spatial group.")
+    .params(kL2NormSchema)
+    .inputs({"data"})
+    .shape_fn(infer_l2norm)
+    .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = false})
+    .cpu<L2NormKernel>()
+    .sample({.attrs = {}, .in_shapes = {{3, 5}}})
+    .sample({.attrs = {{"mode", "instance"}, {"eps", "0.5"}}, .in_shapes = {{2, 3, 2, 2}}})
+    .sample({.attrs = {{"mode", "channel"}}, .in_shapes = {{2, 3, 2, 2}}})
+    .sample({.attrs = {{"mode", "channel"}}, .in_shapes = {{2, 4, 3}}})
+    .sample({.attrs = {{"mode", "spatial"}}, .in_shapes = {{2, 3, 2, 3}}});
+
+}  // namespace
+}  // namespace loom

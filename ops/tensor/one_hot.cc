@@ -1,0 +1,90 @@
+// one_hot: out[..., j] = on_value where j == int(indices[...]), else off_value; indices
+// outside [0, depth) give a row of off_value. Not differentiable (zero gradient).
+#include "ops/infer.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace loom {
+namespace {
+
+struct OneHotParam {
+  int64_t depth;
+  double on_value, off_value;
+  std::string dtype;
+};
+const auto kOneHotSchema =
+    ParamSchema<OneHotParam>()
+        .required("depth", &OneHotParam::depth, "Length of the one-hot dimension.")
+        .optional("on_value", &OneHotParam::on_value, 1.0, "Value at the index.")
+        .optional("off_value", &OneHotParam::off_value, 0.0, "Value elsewhere.")
+        .choice("dtype", &OneHotParam::dtype,
+                {"float32", "float64", "float16", "uint8", "int32", "int8", "int64"}, "float32",
+                "Data type of the output.")
+        .check([](OneHotParam& p) {
+          if (p.depth < 1) throw ParamError("depth must be positive");
+        });
+
+void infer_one_hot(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+  if (in[0].ndim() == 0) return;
+  auto d = in[0].dims();
+  d.push_back(a.param<OneHotParam>().depth);
+  merge_shape(out[0], Shape(std::move(d)), "output 0");
+}
+
+void infer_one_hot_type(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
+  if (in[0] == DType::kUnknown) in[0] = DType::kFloat32;  // indices: float32 by default
+  merge_type(out[0], dtype_from_string(a.param<OneHotParam>().dtype), "output 0");
+}
+
+class OneHotKernel final : public Kernel {
+ public:
+  explicit OneHotKernel(const KernelArgs& a) : p_(a.attrs.param<OneHotParam>()) {
+    tensor::check_f32(a);
+  }
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull) return;
+    const float* idx = in[0].cdata<float>();
+    float* y = out[0].data<float>();
+    const int64_t n = in[0].size(), depth = p_.depth;
+    const float on = static_cast<float>(p_.on_value), off = static_cast<float>(p_.off_value);
+    const bool add = req[0] == Req::kAdd;
+    for (int64_t i = 0; i < n; ++i) {
+      // MXNet truncates the index toward zero; compared in float so NaN and huge values
+      // never reach an integer cast.
+      const float v = idx[i];
+      const int64_t hot = v > -1.f && v < static_cast<float>(depth) ? static_cast<int64_t>(v) : -1;
+      float* row = y + i * depth;
+      for (int64_t j = 0; j < depth; ++j) {
+        float val = j == hot ? on : off;
+        row[j] = add ? row[j] + val : val;
+      }
+    }
+  }
+  void backward(const OpContext&, std::span<const NDArray>, std::span<const NDArray>,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] != Req::kNull) tensor::fill_req(ig[0], req[0], 0.f);
+  }
+
+ private:
+  OneHotParam p_;
+};
+
+LOOM_REGISTER_OP("one_hot")
+    .describe("One-hot encodes integer indices along a new last axis of length depth.")
+    .params(kOneHotSchema)
+    .inputs({"indices"})
+    .shape_fn(infer_one_hot)
+    .type_fn(infer_one_hot_type)
+    .deps(GradDeps{.out_grad = false, .in_data = false, .out_data = false})
+    .zero_grad()
+    .cpu<OneHotKernel>()
+    .sample({.attrs = {{"depth", "4"}}, .in_shapes = {{5}}, .in_kinds = {"index:4"}, .check_grad = false})
+    // Indices up to 6 with depth 3: out-of-range rows are all off_value.
+    .sample({.attrs = {{"depth", "3"}, {"on_value", "2.5"}, {"off_value", "-1"}},
+             .in_shapes = {{2, 3}},
+             .in_kinds = {"index:6"},
+             .check_grad = false});
+
+}  // namespace
+}  // namespace loom

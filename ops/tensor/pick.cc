@@ -1,0 +1,136 @@
+// pick: out[a..., b...] = data[a..., k, b...] with k = int(index[a..., b...]) along `axis`,
+// clipped into [0, n) (mode clip) or taken modulo n (wrap). The gradient scatters the output
+// gradient back to the picked elements; the index gets none.
+#include <cmath>
+
+#include "ops/infer.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace loom {
+namespace {
+
+struct PickParam {
+  std::optional<int64_t> axis;
+  bool keepdims;
+  std::string mode;
+};
+const auto kPickSchema =
+    ParamSchema<PickParam>()
+        .optional("axis", &PickParam::axis, std::optional<int64_t>(-1),
+                  "The axis to pick along (None: the flattened array).")
+        .optional("keepdims", &PickParam::keepdims, false, "Keep the picked axis with size 1.")
+        .choice("mode", &PickParam::mode, {"clip", "wrap"}, "clip",
+                "Out-of-range indices: clip to the ends, or wrap around.");
+
+// (outer, n, inner) view of data around the axis (the flattened array when axis is None).
+struct Layout3 {
+  int64_t outer, n, inner;
+};
+Layout3 layout_of(const PickParam& p, const Shape& s, const std::string& what) {
+  if (!p.axis) return {1, s.numel(), 1};
+  int ax = tensor::norm_axis(*p.axis, s.ndim(), what);
+  Layout3 l{1, s[ax], 1};
+  for (int i = 0; i < ax; ++i) l.outer *= s[i];
+  for (int i = ax + 1; i < s.ndim(); ++i) l.inner *= s[i];
+  return l;
+}
+
+void infer_pick(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+  if (in[0].ndim() == 0) return;
+  const auto& p = a.param<PickParam>();
+  Shape idx;
+  if (!p.axis) {
+    idx = p.keepdims ? Shape(std::vector<int64_t>(static_cast<size_t>(in[0].ndim()), 1)) : Shape{1};
+  } else {
+    int ax = tensor::norm_axis(*p.axis, in[0].ndim(), "node '" + a.name + "' (op pick): axis");
+    auto d = in[0].dims();
+    if (p.keepdims)
+      d[static_cast<size_t>(ax)] = 1;
+    else
+      d.erase(d.begin() + ax);
+    if (d.empty()) d.push_back(1);
+    idx = Shape(std::move(d));
+  }
+  merge_shape(in[1], idx, input_label(a, 1));
+  merge_shape(out[0], idx, "output 0");
+}
+
+void infer_pick_type(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
+  if (in[0] != DType::kUnknown) merge_type(out[0], in[0], "output 0");
+  if (out[0] != DType::kUnknown) merge_type(in[0], out[0], input_label(a, 0));
+  if (in[1] == DType::kUnknown) in[1] = DType::kFloat32;  // indices: float32 by default
+}
+
+class PickKernel final : public Kernel {
+ public:
+  explicit PickKernel(const KernelArgs& a)
+      : wrap_(a.attrs.param<PickParam>().mode == "wrap"),
+        l_(layout_of(a.attrs.param<PickParam>(), a.in_shapes[0],
+                     "node '" + a.attrs.name + "' (op pick): axis")) {
+    tensor::check_f32(a);
+  }
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull) return;
+    const float *x = in[0].cdata<float>(), *idx = in[1].cdata<float>();
+    float* y = out[0].data<float>();
+    const bool add = req[0] == Req::kAdd;
+    for (int64_t o = 0; o < l_.outer; ++o)
+      for (int64_t i = 0; i < l_.inner; ++i) {
+        const int64_t k = o * l_.inner + i;
+        const float v = x[(o * l_.n + which(idx[k])) * l_.inner + i];
+        y[k] = add ? y[k] + v : v;
+      }
+  }
+  void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull) return;
+    if (req[0] != Req::kAdd) tensor::fill_req(ig[0], req[0], 0.f);
+    const float *g = og[0].cdata<float>(), *idx = in[1].cdata<float>();
+    float* dx = ig[0].data<float>();
+    for (int64_t o = 0; o < l_.outer; ++o)
+      for (int64_t i = 0; i < l_.inner; ++i) {
+        const int64_t k = o * l_.inner + i;
+        dx[(o * l_.n + which(idx[k])) * l_.inner + i] += g[k];
+      }
+  }
+
+ private:
+  // MXNet truncates the index toward zero, then clips or wraps it. Clamped in float first
+  // so NaN and huge values never reach an integer cast.
+  int64_t which(float v) const {
+    const float n = static_cast<float>(l_.n);
+    if (!wrap_) {
+      if (!(v > 0.f)) return 0;
+      return v >= n - 1 ? l_.n - 1 : static_cast<int64_t>(v);
+    }
+    if (!std::isfinite(v)) return 0;
+    int64_t k = static_cast<int64_t>(std::fmod(std::trunc(v), n));
+    return k < 0 ? k + l_.n : k;
+  }
+  bool wrap_;
+  Layout3 l_;
+};
+
+LOOM_REGISTER_OP("pick")
+    .describe("Picks one element per position along an axis, at the given indices.")
+    .params(kPickSchema)
+    .inputs({"data", "index"})
+    .shape_fn(infer_pick)
+    .type_fn(infer_pick_type)
+    .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = false})
+    .no_grad({1})
+    .cpu<PickKernel>()
+    .sample({.attrs = {}, .in_shapes = {{3, 4}, {3}}, .in_kinds = {"normal", "index:4"}})
+    .sample({.attrs = {{"axis", "1"}, {"keepdims", "True"}},
+             .in_shapes = {{2, 3, 2}, {2, 1, 2}},
+             .in_kinds = {"normal", "index:3"}})
+    .sample({.attrs = {{"axis", "0"}, {"mode", "wrap"}},
+             .in_shapes = {{3, 4}, {4}},
+             .in_kinds = {"normal", "index:8"}})
+    // Clipped indices past the end pick the last element.
+    .sample({.attrs = {{"axis", "-1"}}, .in_shapes = {{2, 3}, {2}}, .in_kinds = {"normal", "index:6"}});
+
+}  // namespace
+}  // namespace loom
