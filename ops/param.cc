@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -55,13 +56,17 @@ int64_t parse_int(const std::string& text) {
   std::string s = trim(text);
   if (!s.empty() && (s.back() == 'L' || s.back() == 'l')) s.pop_back();
   char* end = nullptr;
+  errno = 0;
   long long v = std::strtoll(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0') {
-    // Accept integral floats such as "3.0", which some exporters write.
+    // Accept integral floats such as "3.0", which some exporters write; the range check
+    // keeps 1e300 and inf away from the (undefined) out-of-range conversion.
     double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && *end == '\0' && d == std::floor(d)) return static_cast<int64_t>(d);
+    if (!s.empty() && *end == '\0' && d == std::floor(d) && d >= -0x1p63 && d < 0x1p63)
+      return static_cast<int64_t>(d);
     throw ParamError("cannot parse '" + text + "' as an integer");
   }
+  if (errno == ERANGE) throw ParamError("integer '" + text + "' is out of range (more than 64 bits)");
   return v;
 }
 

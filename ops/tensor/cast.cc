@@ -1,4 +1,7 @@
 // Cast (alias cast): converts element types; the gradient is cast back to the input type.
+#include <limits>
+#include <type_traits>
+
 #include "ops/infer.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -34,7 +37,31 @@ void dispatch(DType t, Fn fn) {
   }
 }
 
-/// dst = static_cast(src) with req (kAdd accumulates in the destination type).
+/// static_cast<D>(v), except that a floating value an integer type cannot hold (where the
+/// cast is undefined) saturates to D's limits and NaN becomes 0.
+template <class D, class S>
+D cast_value(S v) {
+  if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
+    if (!(v == v)) return D{0};
+    if (v <= static_cast<S>(std::numeric_limits<D>::lowest())) return std::numeric_limits<D>::lowest();
+    // max() of a 64-bit type rounds up to 2^63 (or 2^64) as a float: compare with >=.
+    if (v >= static_cast<S>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
+  }
+  return static_cast<D>(v);
+}
+
+/// d + v in D; integer sums wrap (two's complement) instead of overflowing.
+template <class D>
+D add_value(D d, D v) {
+  if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool>) {
+    using U = std::make_unsigned_t<D>;
+    return static_cast<D>(static_cast<U>(static_cast<U>(d) + static_cast<U>(v)));
+  } else {
+    return static_cast<D>(d + v);
+  }
+}
+
+/// dst = cast_value(src) with req (kAdd accumulates in the destination type).
 void convert(const NDArray& src, const NDArray& dst, Req req) {
   if (req == Req::kNull) return;
   const int64_t n = src.size();
@@ -45,9 +72,9 @@ void convert(const NDArray& src, const NDArray& dst, Req req) {
       const S* s = src.data<S>();
       D* d = dst.data<D>();
       if (req == Req::kAdd)
-        tensor::for_each(n, [=](int64_t i) { d[i] = static_cast<D>(d[i] + static_cast<D>(s[i])); });
+        tensor::for_each(n, [=](int64_t i) { d[i] = add_value<D>(d[i], cast_value<D>(s[i])); });
       else if (static_cast<const void*>(s) != static_cast<void*>(d))
-        tensor::for_each(n, [=](int64_t i) { d[i] = static_cast<D>(s[i]); });
+        tensor::for_each(n, [=](int64_t i) { d[i] = cast_value<D>(s[i]); });
     });
   });
 }
@@ -70,7 +97,7 @@ class CastKernel final : public Kernel {
 };
 
 LOOM_REGISTER_OP("Cast")
-    .describe("Casts the input to dtype.")
+    .describe("Casts the input to dtype; floats out of an integer type's range saturate, NaN becomes 0.")
     .alias("cast")
     .params(kCastSchema)
     .type_fn([](const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {

@@ -3,12 +3,15 @@
 // now. The same inputs are in tests/fuzz/corpus/*/finding_* and replayed by fuzz_replay_*.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <string>
 
 #include "graph/infer.h"
 #include "graph/json.h"
+#include "runtime/executor.h"
 #include "runtime/npy.h"
 #include "runtime/params_io.h"
 
@@ -159,6 +162,36 @@ TEST(FuzzRegressions, OpSizeArithmeticOverflowIsShapeError) {
                                "up");
                   }),
                   "scale (1, 4611686018427387904) is larger than 2147483647");
+}
+
+// UBSan (float-cast-overflow in parse_int): an integer attribute written as "1e300" (or inf)
+// passed the integral-float check and was converted to int64; a decimal past 64 bits was
+// silently clamped by strtoll.
+TEST(FuzzRegressions, IntegerAttributeOutOfRangeIsParamError) {
+  auto fc = [](const char* n) {
+    return load_json(std::string(R"({"nodes": [{"op": "null", "name": "x", "inputs": []},
+      {"op": "FullyConnected", "name": "fc", "attrs": {"num_hidden": ")") + n + R"("},
+       "inputs": [[0, 0, 0]]}], "arg_nodes": [0], "heads": [[1, 0, 0]]})", "fc.json");
+  };
+  EXPECT_CONTAINS(error_of<ParamError>([&] { fc("1e300"); }), "cannot parse '1e300' as an integer");
+  EXPECT_CONTAINS(error_of<ParamError>([&] { fc("inf"); }), "cannot parse 'inf' as an integer");
+  EXPECT_CONTAINS(error_of<ParamError>([&] { fc("99999999999999999999"); }),
+                  "integer '99999999999999999999' is out of range (more than 64 bits)");
+  EXPECT_EQ(fc("3.0").list_arguments(), (std::vector<std::string>{"x", "fc_weight", "fc_bias"}));
+}
+
+// UBSan (float-cast-overflow in Cast's kernel): casting inf (exp(0) * 1e300 in float32) to
+// int32. Floats out of an integer type's range now saturate and NaN becomes 0.
+TEST(FuzzRegressions, CastSaturatesOutOfRangeFloats) {
+  auto x = Symbol::Variable("x");
+  auto c = Symbol::Op("Cast", {x}, {{"dtype", "int32"}}, "c");
+  auto ex = Executor::simple_bind(c, {{"x", Shape{5}}}, {.default_req = Req::kNull});
+  const float in[5] = {INFINITY, -INFINITY, NAN, 3e9f, -7.9f};
+  ex->arg_arrays()[0].copy_from_host(in, sizeof in);
+  ex->forward(false);
+  std::vector<int32_t> out(5);
+  ex->outputs()[0].copy_to_host(out.data(), sizeof(int32_t) * 5);
+  EXPECT_EQ(out, (std::vector<int32_t>{INT32_MAX, INT32_MIN, 0, INT32_MAX, -7}));
 }
 
 }  // namespace
