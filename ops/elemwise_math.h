@@ -221,6 +221,20 @@ struct Minimum {
   LOOM_HD static float db(float a, float b) { return a > b ? 1.f : 0.f; }
 };
 
+/// smooth_l1 with sigma b: 0.5 (b a)^2 where |a| < 1/b^2, else |a| - 0.5/b^2 (Fast R-CNN's
+/// box loss). Only the data operand is differentiated.
+struct SmoothL1 {
+  LOOM_HD static float f(float a, float b) {
+    const float b2 = b * b, ax = fabsf(a);
+    return ax < 1.f / b2 ? 0.5f * b2 * a * a : ax - 0.5f / b2;
+  }
+  LOOM_HD static float da(float a, float b) {
+    const float b2 = b * b;
+    return fabsf(a) < 1.f / b2 ? b2 * a : (a > 0.f ? 1.f : -1.f);
+  }
+  LOOM_HD static float db(float, float) { return 0.f; }
+};
+
 /// Applies an output request: kWrite/kInplace store, kAdd accumulates.
 LOOM_HD void assign_req(float* dst, int req_add, float v) {
   if (req_add) *dst += v;

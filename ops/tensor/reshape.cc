@@ -1,5 +1,5 @@
-// Shape-only views: Reshape (MXNet's special codes), Flatten, expand_dims. Forward and
-// backward copy the data unchanged (a no-op when run in place).
+// Shape-only views: Reshape (MXNet's special codes), Flatten, expand_dims, squeeze,
+// reshape_like. Forward and backward copy the data unchanged (a no-op when run in place).
 #include "ops/infer.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -17,6 +17,8 @@ class ViewKernel final : public Kernel {
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     tensor::copy_req(ig[0], og[0], req[0]);
+    // reshape_like's rhs only lends its shape.
+    if (ig.size() > 1 && req[1] != Req::kNull) tensor::fill_req(ig[1], req[1], 0.f);
   }
 };
 
@@ -196,6 +198,101 @@ LOOM_REGISTER_OP("expand_dims")
     .cpu<ViewKernel>()
     .sample({.attrs = {{"axis", "1"}}, .in_shapes = {{2, 3}}})
     .sample({.attrs = {{"axis", "-1"}}, .in_shapes = {{2, 3}}});
+
+// ---- squeeze ----
+struct SqueezeParam {
+  std::optional<Shape> axis;
+};
+const auto kSqueezeSchema = ParamSchema<SqueezeParam>().optional(
+    "axis", &SqueezeParam::axis, std::optional<Shape>(),
+    "Axes of size 1 to remove (None: every axis of size 1).");
+
+void infer_squeeze(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+  if (!in[0].known()) return;
+  const auto& p = a.param<SqueezeParam>();
+  const Shape& s = in[0];
+  std::vector<bool> drop(static_cast<size_t>(s.ndim()), false);
+  if (!p.axis) {
+    for (int d = 0; d < s.ndim(); ++d) drop[d] = s[d] == 1;
+  } else {
+    const std::string what = "node '" + a.name + "' (op squeeze): axis";
+    for (auto ax : *p.axis) {
+      int d = tensor::norm_axis(ax, s.ndim(), what);
+      if (s[d] != 1)
+        throw ShapeError(what + " " + std::to_string(ax) + " of input 0 " + s.str() +
+                         " has size " + std::to_string(s[d]) + ", not 1");
+      drop[d] = true;
+    }
+  }
+  std::vector<int64_t> o;
+  for (int d = 0; d < s.ndim(); ++d)
+    if (!drop[d]) o.push_back(s[d]);
+  if (o.empty()) o.push_back(1);  // MXNet keeps one dimension
+  merge_shape(out[0], Shape(std::move(o)), "output 0");
+}
+
+LOOM_REGISTER_OP("squeeze")
+    .describe("Removes axes of size 1.")
+    .params(kSqueezeSchema)
+    .shape_fn(infer_squeeze)
+    .deps(GradDeps{true, false, false})
+    .inplace_pairs({{0, 0}})
+    .cpu<ViewKernel>()
+    .sample({.attrs = {}, .in_shapes = {{2, 1, 3, 1}}})
+    .sample({.attrs = {{"axis", "(1,)"}}, .in_shapes = {{2, 1, 3, 1}}})
+    .sample({.attrs = {{"axis", "(0, -1)"}}, .in_shapes = {{1, 4, 1}}});
+
+// ---- reshape_like ----
+struct ReshapeLikeParam {
+  std::optional<int64_t> lhs_begin, lhs_end, rhs_begin, rhs_end;
+};
+const auto kReshapeLikeSchema =
+    ParamSchema<ReshapeLikeParam>()
+        .optional("lhs_begin", &ReshapeLikeParam::lhs_begin, std::optional<int64_t>(),
+                  "First lhs axis replaced (None: 0).")
+        .optional("lhs_end", &ReshapeLikeParam::lhs_end, std::optional<int64_t>(),
+                  "End of the lhs axes replaced (None: all).")
+        .optional("rhs_begin", &ReshapeLikeParam::rhs_begin, std::optional<int64_t>(),
+                  "First rhs axis used (None: 0).")
+        .optional("rhs_end", &ReshapeLikeParam::rhs_end, std::optional<int64_t>(),
+                  "End of the rhs axes used (None: all).");
+
+void infer_reshape_like(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+  if (!in[0].known() || !in[1].known()) return;
+  const auto& p = a.param<ReshapeLikeParam>();
+  // [begin, end) of `s` with None defaults and negative positions counted from the end.
+  auto range = [&](const Shape& s, std::optional<int64_t> b, std::optional<int64_t> e) {
+    int64_t n = s.ndim(), lo = b.value_or(0), hi = e.value_or(n);
+    if (lo < 0) lo += n;
+    if (hi < 0) hi += n;
+    if (lo < 0 || hi > n || lo > hi)
+      throw ShapeError("node '" + a.name + "' (op reshape_like): axis range [" + std::to_string(lo) +
+                       ", " + std::to_string(hi) + ") is out of range for " + s.str());
+    return std::pair<int, int>(static_cast<int>(lo), static_cast<int>(hi));
+  };
+  auto [lb, le] = range(in[0], p.lhs_begin, p.lhs_end);
+  auto [rb, re] = range(in[1], p.rhs_begin, p.rhs_end);
+  std::vector<int64_t> o(in[0].begin(), in[0].begin() + lb);
+  o.insert(o.end(), in[1].begin() + rb, in[1].begin() + re);
+  o.insert(o.end(), in[0].begin() + le, in[0].end());
+  Shape os(std::move(o));
+  if (os.numel() != in[0].numel())
+    throw ShapeError("node '" + a.name + "' (op reshape_like): cannot reshape lhs " + in[0].str() +
+                     " to " + os.str());
+  merge_shape(out[0], os, "output 0");
+}
+
+LOOM_REGISTER_OP("reshape_like")
+    .describe("Reshapes lhs to the shape of rhs (or of a range of its axes).")
+    .params(kReshapeLikeSchema)
+    .inputs({"lhs", "rhs"})
+    .shape_fn(infer_reshape_like)
+    .deps(GradDeps{true, false, false})
+    .inplace_pairs({{0, 0}})
+    .cpu<ViewKernel>()
+    .sample({.attrs = {}, .in_shapes = {{2, 6}, {3, 4}}})
+    .sample({.attrs = {{"lhs_begin", "1"}, {"lhs_end", "None"}, {"rhs_begin", "0"}, {"rhs_end", "2"}},
+             .in_shapes = {{5, 6}, {2, 3, 7}}});
 
 }  // namespace
 }  // namespace loom

@@ -78,6 +78,10 @@ OpDef& scalar_op(const char* name, const char* alias, bool needs_input, const ch
   scalar_op<Power, true>("_rpower_scalar", "_RPowerScalar", true, "scalar ^ x.", "1.5");
   scalar_op<Maximum, false>("_maximum_scalar", "_MaximumScalar", true, "max(x, scalar).", "0.2");
   scalar_op<Minimum, false>("_minimum_scalar", "_MinimumScalar", true, "min(x, scalar).", "0.2");
+  scalar_op<SmoothL1, false>("smooth_l1", nullptr, true,
+                             "Smooth L1 with sigma = scalar: 0.5 (sigma x)^2 where |x| < "
+                             "1/sigma^2, else |x| - 0.5/sigma^2.",
+                             "1.5");
   return true;
 }();
 

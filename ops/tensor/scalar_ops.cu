@@ -51,6 +51,7 @@ LOOM_REGISTER_OP("_maximum_scalar")
     .kernel(DeviceType::kGPU, scalar_gpu<ScalarRhs<math::Maximum>>());
 LOOM_REGISTER_OP("_minimum_scalar")
     .kernel(DeviceType::kGPU, scalar_gpu<ScalarRhs<math::Minimum>>());
+LOOM_REGISTER_OP("smooth_l1").kernel(DeviceType::kGPU, scalar_gpu<ScalarRhs<math::SmoothL1>>());
 
 }  // namespace
 }  // namespace loom

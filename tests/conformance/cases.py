@@ -310,6 +310,10 @@ for op, scalar, init in (("_plus_scalar", 1.5, None), ("_minus_scalar", 0.7, Non
          lambda mx, o=op, s=scalar: sym_op(mx, o)(V(mx), scalar=s, name="sc"),
          {"data": (3, 4, 2)}, [op], init={"data": init} if init else None)
 
+for i, sigma in enumerate((1.0, 3.0)):
+    case("smooth_l1_%d" % i, lambda mx, s=sigma: mx.sym.smooth_l1(V(mx), scalar=s, name="sl1"),
+         {"data": (4, 5)}, ["smooth_l1"], init={"data": ("normal", 1.5)})
+
 # --------------------------------------------------------------------------- unary math
 _unary = {"abs": None, "ceil": None, "floor": None, "round": None, "sign": None,
           "exp": None, "expm1": None, "log": ("uniform", 0.2, 3.0),
@@ -359,6 +363,27 @@ case("where_rows", lambda mx: mx.sym.where(V(mx, "cond"), V(mx, "x"), V(mx, "y")
      init={"cond": ("int", 0, 2)}, no_grad=["cond"])
 case("embedding", lambda mx: mx.sym.Embedding(V(mx), input_dim=7, output_dim=4, name="emb"),
      {"data": (3, 5)}, ["Embedding"], init={"data": ("int", 0, 7)}, no_grad=["data"])
+
+# --------------------------------------------------------------------------- shape ops
+for i, (shape, kw) in enumerate([((2, 1, 4), dict(shape=(2, 3, 4))), ((2, 1, 1), dict(shape=(0, 3, 5)))]):
+    case("broadcast_to%d" % i, lambda mx, kw=kw: mx.sym.broadcast_to(V(mx), name="bt", **kw),
+         {"data": shape}, ["broadcast_to"])
+case("broadcast_axis", lambda mx: mx.sym.broadcast_axis(V(mx), axis=(0, 2), size=(3, 4), name="ba"),
+     {"data": (1, 2, 1)}, ["broadcast_axis"])
+case("broadcast_like0", lambda mx: mx.sym.broadcast_like(V(mx, "a"), V(mx, "b"), name="bl"),
+     {"a": (1, 3), "b": (4, 3)}, ["broadcast_like"])
+case("broadcast_like1", lambda mx: mx.sym.broadcast_like(V(mx, "a"), V(mx, "b"), lhs_axes=(0, 2),
+                                                         rhs_axes=(1, 0), name="bl"),
+     {"a": (1, 2, 1), "b": (5, 3)}, ["broadcast_like"])
+for i, (shape, kw) in enumerate([((2, 1, 3, 1), dict()), ((2, 1, 3, 1), dict(axis=1)),
+                                 ((1, 4, 1), dict(axis=(0, -1)))]):
+    case("squeeze%d" % i, lambda mx, kw=kw: mx.sym.squeeze(V(mx), name="sq", **kw),
+         {"data": shape}, ["squeeze"])
+case("reshape_like0", lambda mx: mx.sym.reshape_like(V(mx, "a"), V(mx, "b"), name="rl"),
+     {"a": (2, 6), "b": (3, 4)}, ["reshape_like"])
+case("reshape_like1", lambda mx: mx.sym.reshape_like(V(mx, "a"), V(mx, "b"), lhs_begin=1,
+                                                     rhs_begin=0, rhs_end=2, name="rl"),
+     {"a": (5, 6), "b": (2, 3, 7)}, ["reshape_like"])
 
 # --------------------------------------------------------------------------- ArcFace head ops
 for i, (shape, kw) in enumerate([((3, 5), dict()), ((2, 3, 4), dict(mode="instance", eps=0.5)),

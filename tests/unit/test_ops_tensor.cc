@@ -180,6 +180,13 @@ std::vector<NDArray> ref_reduce(const RefCall& c, const std::string& kind) {
     if (n == "sub" || n == "div" || n == "power")
       test::register_reference("_r" + sn + "_scalar", sc(true));
   }
+  test::register_reference("smooth_l1", [](const RefCall& c) {
+    double s2 = std::pow(parse_float(attr(c.attrs.dict, "scalar", "1")), 2);
+    return std::vector<NDArray>{map_out(c, [&](int64_t i) {
+      double x = c.in[0].at(i);
+      return std::abs(x) < 1 / s2 ? 0.5 * s2 * x * x : std::abs(x) - 0.5 / s2;
+    })};
+  });
   for (const char* k : {"sum", "mean", "max", "min"})
     test::register_reference(k, [k](const RefCall& c) { return ref_reduce(c, k); });
   test::register_reference("clip", [](const RefCall& c) {
@@ -653,6 +660,7 @@ TEST(TensorGrad, DeclaredDepsSufficeAndReqAdd) {
                                         "_rpower_scalar",
                                         "_maximum_scalar",
                                         "_minimum_scalar",
+                                        "smooth_l1",
                                         "sum",
                                         "mean",
                                         "max",
