@@ -385,6 +385,30 @@ case("reshape_like1", lambda mx: mx.sym.reshape_like(V(mx, "a"), V(mx, "b"), lhs
                                                      rhs_begin=0, rhs_end=2, name="rl"),
      {"a": (5, 6), "b": (2, 3, 7)}, ["reshape_like"])
 
+for i, (shape, reps) in enumerate([((2, 2), (2, 3)), ((2, 1, 3), (2,)), ((3, 2), (2, 1, 2))]):
+    case("tile%d" % i, lambda mx, r=reps: mx.sym.tile(V(mx), reps=r, name="tile"),
+         {"data": shape}, ["tile"])
+for i, (shape, kw) in enumerate([((2, 3), dict(repeats=2, axis=1)), ((2, 2), dict(repeats=3)),
+                                 ((2, 1, 3), dict(repeats=2, axis=-3))]):
+    case("repeat%d" % i, lambda mx, kw=kw: mx.sym.repeat(V(mx), name="rep", **kw),
+         {"data": shape}, ["repeat"])
+for i, (shape, kw) in enumerate([((2, 3, 4), dict(dim1=0, dim2=2)), ((2, 3, 4, 2), dict(dim1=1, dim2=3)),
+                                 ((3, 2), dict())]):
+    case("swapaxis%d" % i, lambda mx, kw=kw: mx.sym.SwapAxis(V(mx), name="swap", **kw),
+         {"data": shape}, ["SwapAxis"])
+for i, (shape, kw) in enumerate([
+        ((3, 4), dict(begin=(0, 1), end=(2, 3))),
+        ((5, 4, 2), dict(begin=(None, -3), end=(None, None), step=(2, 1))),
+        ((5, 3), dict(begin=(None,), end=(None,), step=(-2,))),
+        ((4, 2), dict(begin=(3,), end=(0,), step=(-1,))),
+        ((5, 4), dict(begin=(-1, 1), end=(-10, -1), step=(-1, 2)))]):
+    case("slice%d" % i, lambda mx, kw=kw: mx.sym.slice(V(mx), name="sl", **kw),
+         {"data": shape}, ["slice"])
+for i, (n, shape, axis) in enumerate([(3, (2, 3), 0), (2, (2, 3), -1), (2, (2, 1, 3), 1)]):
+    case("stack%d" % i, lambda mx, n=n, ax=axis: mx.sym.stack(*[V(mx, "x%d" % k) for k in range(n)],
+                                                              axis=ax, name="st"),
+         {"x%d" % k: shape for k in range(n)}, ["stack"])
+
 # --------------------------------------------------------------------------- ArcFace head ops
 for i, (shape, kw) in enumerate([((3, 5), dict()), ((2, 3, 4), dict(mode="instance", eps=0.5)),
                                  ((2, 3, 2, 2), dict(mode="channel")), ((2, 4, 3), dict(mode="channel")),

@@ -1,4 +1,5 @@
-// Shape-changing ops (broadcast_to/axis/like, squeeze, reshape_like): naive references for the op sweep and values checked against MXNet 1.9.1.
+// Shape-changing ops (broadcast_to/axis/like, squeeze, reshape_like, tile, repeat, SwapAxis,
+// slice, stack): naive references for the op sweep and values checked against MXNet 1.9.1.
 #include <gtest/gtest.h>
 
 #include "runtime/imperative.h"
@@ -40,6 +41,92 @@ std::vector<NDArray> ref_view(const RefCall& c) {
 LOOM_OP_REFERENCE("squeeze", ref_view);
 LOOM_OP_REFERENCE("reshape_like", ref_view);
 
+// Multi-index helpers for the references below.
+std::vector<int64_t> unravel(int64_t i, const Shape& s) {
+  std::vector<int64_t> idx(static_cast<size_t>(s.ndim()));
+  for (int d = s.ndim() - 1; d >= 0; --d) idx[static_cast<size_t>(d)] = i % s[d], i /= s[d];
+  return idx;
+}
+int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
+  int64_t i = 0;
+  for (int d = 0; d < s.ndim(); ++d) i = i * s[d] + idx[static_cast<size_t>(d)];
+  return i;
+}
+// out[idx] = in[src(idx)] for a reference written as an index function.
+template <class Src>
+std::vector<NDArray> gather(const RefCall& c, const Shape& in_shape, Src src) {
+  NDArray y(c.out_shapes[0]);
+  for (int64_t i = 0; i < y.size(); ++i)
+    y.data<float>()[i] = static_cast<float>(c.in[0].at(ravel(src(unravel(i, y.shape())), in_shape)));
+  return {y};
+}
+
+LOOM_OP_REFERENCE("tile", [](const RefCall& c) {
+  const Shape& o = c.out_shapes[0];
+  Shape s = c.in[0].shape();
+  std::vector<int64_t> d(static_cast<size_t>(o.ndim() - s.ndim()), 1);
+  d.insert(d.end(), s.begin(), s.end());
+  Shape padded(d);
+  return gather(c, padded, [&](std::vector<int64_t> idx) {
+    for (int k = 0; k < o.ndim(); ++k) idx[static_cast<size_t>(k)] %= padded[k];
+    return idx;
+  });
+});
+LOOM_OP_REFERENCE("repeat", [](const RefCall& c) {
+  const int64_t r = parse_int(c.attrs.dict.at("repeats"));
+  if (!c.attrs.dict.count("axis") || c.attrs.dict.at("axis") == "None")
+    return gather(c, Shape{c.in[0].size()}, [&](std::vector<int64_t> idx) { return std::vector<int64_t>{idx[0] / r}; });
+  int64_t ax = parse_int(c.attrs.dict.at("axis"));
+  if (ax < 0) ax += c.in[0].shape().ndim();
+  return gather(c, c.in[0].shape(), [&](std::vector<int64_t> idx) {
+    idx[static_cast<size_t>(ax)] /= r;
+    return idx;
+  });
+});
+LOOM_OP_REFERENCE("SwapAxis", [](const RefCall& c) {
+  const int nd = c.in[0].shape().ndim();
+  auto ax = [&](const char* k) {
+    int64_t v = c.attrs.dict.count(k) ? parse_int(c.attrs.dict.at(k)) : 0;
+    return static_cast<size_t>(v < 0 ? v + nd : v);
+  };
+  return gather(c, c.in[0].shape(), [&](std::vector<int64_t> idx) {
+    std::swap(idx[ax("dim1")], idx[ax("dim2")]);
+    return idx;
+  });
+});
+// slice: Python's own slicing rules, written out per axis.
+LOOM_OP_REFERENCE("slice", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  auto b = parse_optional_tuple(c.attrs.dict.at("begin"));
+  auto st = c.attrs.dict.count("step") ? parse_optional_tuple(c.attrs.dict.at("step"))
+                                       : std::vector<std::optional<int64_t>>{};
+  std::vector<int64_t> first(static_cast<size_t>(s.ndim()), 0), step(first.size(), 1);
+  for (size_t d = 0; d < b.size(); ++d) {
+    step[d] = st.empty() || !st[d] ? 1 : *st[d];
+    const int64_t n = s[static_cast<int>(d)];
+    int64_t v = b[d] ? *b[d] : (step[d] > 0 ? 0 : n - 1);
+    if (v < 0) v += n;
+    first[d] = step[d] > 0 ? std::clamp<int64_t>(v, 0, n) : std::clamp<int64_t>(v, -1, n - 1);
+  }
+  return gather(c, s, [&](std::vector<int64_t> idx) {
+    for (size_t d = 0; d < idx.size(); ++d) idx[d] = first[d] + idx[d] * step[d];
+    return idx;
+  });
+});
+LOOM_OP_REFERENCE("stack", [](const RefCall& c) {
+  const Shape& o = c.out_shapes[0];
+  int64_t ax = c.attrs.dict.count("axis") ? parse_int(c.attrs.dict.at("axis")) : 0;
+  if (ax < 0) ax += o.ndim();
+  NDArray y(o);
+  for (int64_t i = 0; i < y.size(); ++i) {
+    auto idx = unravel(i, o);
+    const size_t k = static_cast<size_t>(idx[static_cast<size_t>(ax)]);
+    idx.erase(idx.begin() + ax);
+    y.data<float>()[i] = static_cast<float>(c.in[k].at(ravel(idx, c.in[k].shape())));
+  }
+  return std::vector<NDArray>{y};
+});
+
 TEST(OpsShape, ShapesMatchMXNet) {
   auto shape_of = [](const char* op, const Attrs& attrs, std::vector<Shape> in) {
     ImperativeOp o(op, attrs, in);
@@ -56,6 +143,22 @@ TEST(OpsShape, ShapesMatchMXNet) {
   // MXNet requires equal ranks (no NumPy-style left padding).
   EXPECT_THROW(ImperativeOp("broadcast_to", {{"shape", "(3, 2, 5)"}}, {{2, 1}}), ShapeError);
   EXPECT_THROW(ImperativeOp("squeeze", {{"axis", "(0,)"}}, {{2, 1}}), ShapeError);
+  // Values of MXNet 1.9.1's slice on arange(20).reshape(5, 4), column 0.
+  auto col0 = [&](const Attrs& attrs) {
+    ImperativeOp op("slice", attrs, {{5, 4}});
+    NDArray x(Shape{5, 4});
+    for (int i = 0; i < 20; ++i) x.data<float>()[i] = static_cast<float>(i);
+    auto y = op.forward({x})[0];
+    std::vector<float> v;
+    for (int64_t r = 0; r < y.shape()[0]; ++r) v.push_back(static_cast<float>(y.at(r * y.shape()[1])));
+    return v;
+  };
+  EXPECT_EQ(col0({{"begin", "(None,)"}, {"end", "(None,)"}, {"step", "(-2,)"}}), (std::vector<float>{16, 8, 0}));
+  EXPECT_EQ(col0({{"begin", "(3,)"}, {"end", "(0,)"}, {"step", "(-1,)"}}), (std::vector<float>{12, 8, 4}));
+  EXPECT_EQ(col0({{"begin", "(-1,)"}, {"end", "(-10,)"}, {"step", "(-1,)"}}),
+            (std::vector<float>{16, 12, 8, 4, 0}));
+  EXPECT_EQ(col0({{"begin", "(1,)"}, {"end", "(-1,)"}}), (std::vector<float>{4, 8, 12}));
+  EXPECT_THROW(ImperativeOp("slice", {{"begin", "(3,)"}, {"end", "(1,)"}}, {{5, 4}}), ShapeError);
 }
 
 // broadcast_like sends lhs the summed gradient and rhs zeros (MXNet 1.9.1: a (1, 3) lhs

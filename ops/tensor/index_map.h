@@ -1,0 +1,76 @@
+// Ops whose every output element copies one input element chosen dimension by dimension
+// (tile, repeat, slice, SwapAxis): an IndexMap says, per output dimension, which input
+// dimension it walks and how (modulo, division or an affine step). Forward gathers; the
+// gradient scatters back, adding where several outputs read one input (tile, repeat).
+#pragma once
+
+#include <vector>
+
+#include "ops/tensor/tensor_util.h"
+
+namespace loom::tensor {
+
+struct IndexMap {
+  enum class Kind { kAffine, kModulo, kDivide };
+  struct Dim {
+    int src = 0;                 ///< input dimension this output dimension indexes
+    Kind kind = Kind::kAffine;   ///< affine: begin + i * step; modulo: i % n; divide: i / n
+    int64_t begin = 0, step = 1, n = 1;
+  };
+  Shape out;
+  std::vector<Dim> dims;         ///< one per output dimension
+  std::vector<int64_t> src_stride;
+  bool injective = true;         ///< no two outputs read one input (the scatter may run in parallel)
+
+  IndexMap(const Shape& in, Shape out_shape) : out(std::move(out_shape)) {
+    src_stride.assign(static_cast<size_t>(in.ndim()), 1);
+    for (int d = in.ndim() - 2; d >= 0; --d) src_stride[d] = src_stride[d + 1] * in[d + 1];
+  }
+  int64_t source(int64_t o) const {
+    int64_t src = 0;
+    for (int d = out.ndim() - 1; d >= 0; --d) {
+      const int64_t i = o % out[d];
+      o /= out[d];
+      const Dim& m = dims[static_cast<size_t>(d)];
+      const int64_t k = m.kind == Kind::kAffine ? m.begin + i * m.step
+                        : m.kind == Kind::kModulo ? i % m.n
+                                                  : i / m.n;
+      src += k * src_stride[static_cast<size_t>(m.src)];
+    }
+    return src;
+  }
+};
+
+/// A Kernel running an IndexMap built at bind time by `make(args)`.
+class IndexMapKernel : public Kernel {
+ public:
+  explicit IndexMapKernel(const KernelArgs& a, IndexMap map) : map_(std::move(map)) {
+    check_f32(a);
+  }
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull) return;
+    const float* x = in[0].cdata<float>();
+    write(out[0].data<float>(), req[0], out[0].size(), [&](int64_t o) { return x[map_.source(o)]; });
+  }
+  void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull) return;
+    if (req[0] != Req::kAdd) fill_req(ig[0], req[0], 0.f);
+    const float* g = og[0].cdata<float>();
+    float* dx = ig[0].data<float>();
+    const int64_t n = og[0].size();
+    if (map_.injective) {
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+      for (int64_t o = 0; o < n; ++o) dx[map_.source(o)] += g[o];
+    } else {
+      for (int64_t o = 0; o < n; ++o) dx[map_.source(o)] += g[o];
+    }
+  }
+
+ private:
+  IndexMap map_;
+};
+
+}  // namespace loom::tensor
