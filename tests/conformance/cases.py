@@ -409,6 +409,18 @@ for i, (n, shape, axis) in enumerate([(3, (2, 3), 0), (2, (2, 3), -1), (2, (2, 1
                                                               axis=ax, name="st"),
          {"x%d" % k: shape for k in range(n)}, ["stack"])
 
+for i, (ls, rs, kw) in enumerate([((3, 4), (4, 5), {}), ((2, 3, 4), (2, 5), dict(transpose_a=True)),
+                                  ((3, 4), (5, 2, 4), dict(transpose_b=True)),
+                                  ((2, 3), (5, 2), dict(transpose_a=True, transpose_b=True)),
+                                  ((3,), (3,), {}), ((2, 3, 4), (4, 5), {})]):
+    case("dot%d" % i, lambda mx, kw=kw: mx.sym.dot(V(mx, "a"), V(mx, "b"), name="dot", **kw),
+         {"a": ls, "b": rs}, ["dot"])
+for i, (ls, rs, kw) in enumerate([((2, 3, 4), (2, 4, 5), {}), ((2, 4, 3), (2, 4, 2), dict(transpose_a=True)),
+                                  ((3, 2, 4), (3, 5, 4), dict(transpose_b=True)),
+                                  ((2, 3, 2), (2, 4, 3), dict(transpose_a=True, transpose_b=True))]):
+    case("batch_dot%d" % i, lambda mx, kw=kw: mx.sym.batch_dot(V(mx, "a"), V(mx, "b"), name="bd", **kw),
+         {"a": ls, "b": rs}, ["batch_dot"])
+
 # --------------------------------------------------------------------------- ArcFace head ops
 for i, (shape, kw) in enumerate([((3, 5), dict()), ((2, 3, 4), dict(mode="instance", eps=0.5)),
                                  ((2, 3, 2, 2), dict(mode="channel")), ((2, 4, 3), dict(mode="channel")),

@@ -1,5 +1,5 @@
 // Shape-changing ops (broadcast_to/axis/like, squeeze, reshape_like, tile, repeat, SwapAxis,
-// slice, stack): naive references for the op sweep and values checked against MXNet 1.9.1.
+// slice, stack, dot, batch_dot): naive references for the op sweep and values checked against MXNet 1.9.1.
 #include <gtest/gtest.h>
 
 #include "runtime/imperative.h"
@@ -127,6 +127,40 @@ LOOM_OP_REFERENCE("stack", [](const RefCall& c) {
   return std::vector<NDArray>{y};
 });
 
+// dot by definition on the flattened views: lhs (M, K) or its transpose stored (K, M), rhs
+// (K, N) or stored (N, K).
+NDArray naive_matmul(const NDArray& l, const NDArray& r, bool ta, bool tb, int64_t m, int64_t n,
+                     int64_t k, int64_t lo = 0, int64_t ro = 0) {
+  NDArray y(Shape{m, n});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t q = 0; q < k; ++q)
+        acc += l.at(lo + (ta ? q * m + i : i * k + q)) * r.at(ro + (tb ? j * k + q : q * n + j));
+      y.data<float>()[i * n + j] = static_cast<float>(acc);
+    }
+  return y;
+}
+bool flag(const RefCall& c, const char* k) { return c.attrs.dict.count(k) && parse_bool(c.attrs.dict.at(k)); }
+LOOM_OP_REFERENCE("dot", [](const RefCall& c) {
+  bool ta = flag(c, "transpose_a"), tb = flag(c, "transpose_b");
+  const Shape &l = c.in[0].shape(), &r = c.in[1].shape();
+  int64_t k = ta ? l[0] : l[l.ndim() - 1];
+  NDArray y = naive_matmul(c.in[0], c.in[1], ta, tb, l.numel() / k, r.numel() / k, k);
+  return std::vector<NDArray>{y.reshape(c.out_shapes[0])};
+});
+LOOM_OP_REFERENCE("batch_dot", [](const RefCall& c) {
+  bool ta = flag(c, "transpose_a"), tb = flag(c, "transpose_b");
+  const Shape &l = c.in[0].shape(), &o = c.out_shapes[0];
+  int64_t b = l[0], m = o[1], n = o[2], k = ta ? l[1] : l[2];
+  NDArray y(o);
+  for (int64_t i = 0; i < b; ++i) {
+    NDArray part = naive_matmul(c.in[0], c.in[1], ta, tb, m, n, k, i * m * k, i * k * n);
+    for (int64_t j = 0; j < m * n; ++j) y.data<float>()[i * m * n + j] = part.data<float>()[j];
+  }
+  return std::vector<NDArray>{y};
+});
+
 TEST(OpsShape, ShapesMatchMXNet) {
   auto shape_of = [](const char* op, const Attrs& attrs, std::vector<Shape> in) {
     ImperativeOp o(op, attrs, in);
@@ -143,6 +177,14 @@ TEST(OpsShape, ShapesMatchMXNet) {
   // MXNet requires equal ranks (no NumPy-style left padding).
   EXPECT_THROW(ImperativeOp("broadcast_to", {{"shape", "(3, 2, 5)"}}, {{2, 1}}), ShapeError);
   EXPECT_THROW(ImperativeOp("squeeze", {{"axis", "(0,)"}}, {{2, 1}}), ShapeError);
+  // dot shapes as MXNet 1.9.1 gives them.
+  EXPECT_EQ(shape_of("dot", {}, {{2, 3, 4}, {4, 5}}), (Shape{2, 3, 5}));
+  EXPECT_EQ(shape_of("dot", {{"transpose_a", "True"}}, {{2, 3, 4}, {2, 5}}), (Shape{3, 4, 5}));
+  EXPECT_EQ(shape_of("dot", {{"transpose_b", "True"}}, {{3, 4}, {5, 6, 4}}), (Shape{3, 5, 6}));
+  EXPECT_EQ(shape_of("dot", {}, {{3}, {3}}), (Shape{1}));
+  EXPECT_EQ(shape_of("dot", {}, {{4, 3}, {3}}), (Shape{4}));
+  EXPECT_THROW(ImperativeOp("dot", {{"transpose_a", "True"}, {"transpose_b", "True"}}, {{2, 3, 4}, {5, 4, 3}}),
+               ShapeError);
   // Values of MXNet 1.9.1's slice on arange(20).reshape(5, 4), column 0.
   auto col0 = [&](const Attrs& attrs) {
     ImperativeOp op("slice", attrs, {{5, 4}});
