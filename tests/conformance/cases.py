@@ -421,6 +421,22 @@ for i, (ls, rs, kw) in enumerate([((2, 3, 4), (2, 4, 5), {}), ((2, 4, 3), (2, 4,
     case("batch_dot%d" % i, lambda mx, kw=kw: mx.sym.batch_dot(V(mx, "a"), V(mx, "b"), name="bd", **kw),
          {"a": ls, "b": rs}, ["batch_dot"])
 
+# --------------------------------------------------------------------------- indexing
+for i, (shape, ishape, kw, lo, hi) in enumerate([((3, 4), (4,), {}, -2, 6),
+                                                 ((3, 4), (2, 3), dict(axis=1, mode="wrap"), -6, 9),
+                                                 ((2, 3, 4), (2,), dict(axis=-1), 0, 4)]):
+    case("take%d" % i, lambda mx, kw=kw: mx.sym.take(V(mx), V(mx, "idx"), name="take", **kw),
+         {"data": shape, "idx": ishape}, ["take"], init={"idx": ("int", lo, hi)}, no_grad=["idx"])
+for op in ("argmax", "argmin"):
+    for i, kw in enumerate([dict(axis=1), dict(), dict(axis=0, keepdims=True)]):
+        case("%s%d" % (op, i), lambda mx, op=op, kw=kw: getattr(mx.sym, op)(V(mx), name="arg", **kw),
+             {"data": (3, 4, 2)}, [op], grads=False)
+# MXNet registers no gradient for argmax_channel (backward raises); Loom's is zero.
+case("argmax_channel", lambda mx: mx.sym.argmax_channel(V(mx), name="argc"), {"data": (3, 5)},
+     ["argmax_channel"], no_grad=["data"], grads=False, train=False)
+for i, kw in enumerate([dict(), dict(ord=1, axis=1), dict(axis=(0, 2), keepdims=True), dict(axis=-1)]):
+    case("norm%d" % i, lambda mx, kw=kw: mx.sym.norm(V(mx), name="norm", **kw), {"data": (2, 3, 4)}, ["norm"])
+
 # --------------------------------------------------------------------------- ArcFace head ops
 for i, (shape, kw) in enumerate([((3, 5), dict()), ((2, 3, 4), dict(mode="instance", eps=0.5)),
                                  ((2, 3, 2, 2), dict(mode="channel")), ((2, 4, 3), dict(mode="channel")),

@@ -1,0 +1,116 @@
+// argmax / argmin(axis, keepdims) and argmax_channel: the index of the largest (smallest)
+// element along an axis, or of the flattened array when axis is None, as float32; ties give
+// the first. Not differentiable (zero gradient).
+#include "ops/infer.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace loom {
+namespace {
+
+struct ArgParam {
+  std::optional<int64_t> axis;
+  bool keepdims;
+};
+const auto kArgSchema =
+    ParamSchema<ArgParam>()
+        .optional("axis", &ArgParam::axis, std::optional<int64_t>(),
+                  "The axis to reduce (None: the flattened array).")
+        .optional("keepdims", &ArgParam::keepdims, false, "Keep the reduced axis with size 1.");
+
+// (outer, n, inner) around the reduced axis; the output shape.
+struct ArgDims {
+  int64_t outer = 1, n = 1, inner = 1;
+  Shape out;
+};
+ArgDims arg_dims(const OpAttrs& a, const Shape& s, std::optional<int64_t> axis, bool keepdims) {
+  ArgDims d;
+  if (!axis) {
+    d.n = s.numel();
+    d.out = keepdims ? Shape(std::vector<int64_t>(static_cast<size_t>(s.ndim()), 1)) : Shape{1};
+    return d;
+  }
+  int ax = tensor::norm_axis(*axis, s.ndim(), "node '" + a.name + "' (op " + a.op->name + "): axis");
+  for (int k = 0; k < ax; ++k) d.outer *= s[k];
+  for (int k = ax + 1; k < s.ndim(); ++k) d.inner *= s[k];
+  d.n = s[ax];
+  auto o = s.dims();
+  if (keepdims)
+    o[static_cast<size_t>(ax)] = 1;
+  else
+    o.erase(o.begin() + ax);
+  if (o.empty()) o.push_back(1);
+  d.out = Shape(std::move(o));
+  return d;
+}
+
+template <bool kMax>
+class ArgKernel final : public Kernel {
+ public:
+  ArgKernel(const KernelArgs& a, ArgDims d) : d_(std::move(d)) { tensor::check_f32(a); }
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull) return;
+    const float* x = in[0].cdata<float>();
+    float* y = out[0].data<float>();
+    for (int64_t o = 0; o < d_.outer; ++o)
+      for (int64_t i = 0; i < d_.inner; ++i) {
+        const float* p = x + o * d_.n * d_.inner + i;
+        int64_t best = 0;
+        for (int64_t k = 1; k < d_.n; ++k)
+          if (kMax ? p[k * d_.inner] > p[best * d_.inner] : p[k * d_.inner] < p[best * d_.inner]) best = k;
+        tensor::store(y + o * d_.inner + i, req[0], static_cast<float>(best));
+      }
+  }
+  void backward(const OpContext&, std::span<const NDArray>, std::span<const NDArray>,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] != Req::kNull) tensor::fill_req(ig[0], req[0], 0.f);
+  }
+
+ private:
+  ArgDims d_;
+};
+
+template <bool kMax>
+void register_arg(const char* name, const char* doc) {
+  register_op(name)
+      .describe(doc)
+      .params(kArgSchema)
+      .shape_fn([](const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+        if (!in[0].known()) return;
+        const auto& p = a.param<ArgParam>();
+        merge_shape(out[0], arg_dims(a, in[0], p.axis, p.keepdims).out, "output 0");
+      })
+      .deps(GradDeps{.out_grad = false, .in_data = false, .out_data = false})
+      .zero_grad()
+      .kernel(DeviceType::kCPU,
+              [](const KernelArgs& a) -> std::unique_ptr<Kernel> {
+                const auto& p = a.attrs.param<ArgParam>();
+                return std::make_unique<ArgKernel<kMax>>(a, arg_dims(a.attrs, a.in_shapes[0], p.axis, p.keepdims));
+              })
+      .sample({.attrs = {{"axis", "1"}}, .in_shapes = {{3, 4}}, .check_grad = false})
+      .sample({.attrs = {}, .in_shapes = {{2, 3}}, .check_grad = false})
+      .sample({.attrs = {{"axis", "0"}, {"keepdims", "True"}}, .in_shapes = {{3, 2, 2}}, .check_grad = false});
+}
+
+[[maybe_unused]] const bool kRegistered = [] {
+  register_arg<true>("argmax", "Index of the largest element along an axis (first on ties).");
+  register_arg<false>("argmin", "Index of the smallest element along an axis (first on ties).");
+  register_op("argmax_channel")
+      .describe("Index of the largest element along the last axis.")
+      .shape_fn([](const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+        if (!in[0].known()) return;
+        merge_shape(out[0], arg_dims(a, in[0], -1, false).out, "output 0");
+      })
+      .deps(GradDeps{.out_grad = false, .in_data = false, .out_data = false})
+      .zero_grad()
+      .kernel(DeviceType::kCPU,
+              [](const KernelArgs& a) -> std::unique_ptr<Kernel> {
+                return std::make_unique<ArgKernel<true>>(a, arg_dims(a.attrs, a.in_shapes[0], -1, false));
+              })
+      .sample({.attrs = {}, .in_shapes = {{3, 4}}, .check_grad = false});
+  return true;
+}();
+
+}  // namespace
+}  // namespace loom

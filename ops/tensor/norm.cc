@@ -1,0 +1,97 @@
+// norm(ord, axis, keepdims): the L2 (ord=2) or L1 (ord=1) norm over the given axes (all
+// when none). Gradient: g * x / norm for L2 (0 where the norm is 0), g * sign(x) for L1.
+#include <cmath>
+
+#include "ops/infer.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace loom {
+namespace {
+
+struct NormParam {
+  int ord;
+  std::optional<Shape> axis;
+  std::string out_dtype;
+  bool keepdims;
+};
+const auto kNormSchema =
+    ParamSchema<NormParam>()
+        .optional("ord", &NormParam::ord, 2, "1 (sum of absolute values) or 2 (Euclidean).")
+        .optional("axis", &NormParam::axis, std::optional<Shape>(), "Axes to reduce (None: all).")
+        .choice("out_dtype", &NormParam::out_dtype,
+                {"None", "float16", "float32", "float64", "int32", "int64", "int8"}, "None",
+                "Output dtype (float32 here).")
+        .optional("keepdims", &NormParam::keepdims, false, "Keep reduced axes with size 1.")
+        .check([](NormParam& p) {
+          if (p.ord != 1 && p.ord != 2) throw ParamError("ord must be 1 or 2");
+        });
+
+// The reduced shape with every reduced axis kept as 1 (for the reduce plan), and the output.
+std::pair<Shape, Shape> norm_shapes(const OpAttrs& a, const Shape& s) {
+  const auto& p = a.param<NormParam>();
+  std::vector<bool> red(static_cast<size_t>(s.ndim()), !p.axis);
+  if (p.axis)
+    for (auto ax : *p.axis) red[static_cast<size_t>(tensor::norm_axis(ax, s.ndim(), "node '" + a.name + "' (op norm): axis"))] = true;
+  Shape kept = s;
+  std::vector<int64_t> o;
+  for (int d = 0; d < s.ndim(); ++d) {
+    if (red[static_cast<size_t>(d)]) kept[d] = 1;
+    if (!red[static_cast<size_t>(d)] || p.keepdims) o.push_back(kept[d]);
+  }
+  if (o.empty()) o.push_back(1);
+  return {kept, Shape(std::move(o))};
+}
+
+class NormKernel final : public Kernel {
+ public:
+  explicit NormKernel(const KernelArgs& a) : l1_(a.attrs.param<NormParam>().ord == 1) {
+    tensor::check_f32(a);
+    auto [kept, out] = norm_shapes(a.attrs, a.in_shapes[0]);
+    red_ = tensor::make_reduce_plan(a.in_shapes[0], kept);
+    bcast_ = tensor::make_bcast_plan(a.in_shapes[0], kept, a.in_shapes[0]);
+  }
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    const float* x = in[0].cdata<float>();
+    if (l1_)
+      tensor::reduce(red_, x, out[0].data<float>(), req[0], 0.0,
+                     [](double acc, double v) { return acc + std::abs(v); }, [](double v) { return v; });
+    else
+      tensor::reduce(red_, x, out[0].data<float>(), req[0], 0.0,
+                     [](double acc, double v) { return acc + v * v; }, [](double v) { return std::sqrt(v); });
+  }
+  void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray> out, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull) return;
+    const float *g = og[0].cdata<float>(), *x = in[0].cdata<float>(), *n = out[0].cdata<float>();
+    float* dx = ig[0].data<float>();
+    const bool add = req[0] == Req::kAdd, l1 = l1_;
+    tensor::bcast_for(bcast_, [=](int64_t i, int64_t, int64_t r) {
+      const float v = l1 ? (x[i] > 0.f ? g[r] : x[i] < 0.f ? -g[r] : 0.f) : (n[r] > 0.f ? g[r] * x[i] / n[r] : 0.f);
+      dx[i] = add ? dx[i] + v : v;
+    });
+  }
+
+ private:
+  bool l1_;
+  tensor::ReducePlan red_;
+  tensor::BcastPlan bcast_;
+};
+
+LOOM_REGISTER_OP("norm")
+    .describe("L1 or L2 norm over the given axes.")
+    .params(kNormSchema)
+    .shape_fn([](const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+      if (!in[0].known()) return;
+      merge_shape(out[0], norm_shapes(a, in[0]).second, "output 0");
+    })
+    .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = true})
+    .cpu<NormKernel>()
+    .sample({.attrs = {}, .in_shapes = {{3, 4}}})
+    .sample({.attrs = {{"ord", "1"}, {"axis", "(1,)"}}, .in_shapes = {{3, 4}}})
+    .sample({.attrs = {{"axis", "(0, 2)"}, {"keepdims", "True"}}, .in_shapes = {{2, 3, 2}}})
+    .sample({.attrs = {{"axis", "(-1,)"}}, .in_shapes = {{2, 5}}});
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,121 @@
+// take(a, indices, axis, mode): out = a with `axis` replaced by the indices' axes, each
+// index (truncated) selecting a slice: clipped into range (clip), taken modulo the axis size
+// (wrap), or an error when out of range (raise). The gradient adds each output slice back
+// into the slice it came from; the indices get none.
+#include <cmath>
+
+#include "ops/infer.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace loom {
+namespace {
+
+struct TakeParam {
+  int64_t axis;
+  std::string mode;
+};
+const auto kTakeSchema =
+    ParamSchema<TakeParam>()
+        .optional("axis", &TakeParam::axis, int64_t{0}, "The axis of a to take along.")
+        .choice("mode", &TakeParam::mode, {"clip", "wrap", "raise"}, "clip",
+                "Out-of-range indices: clip, wrap around, or raise an error.");
+
+void infer_take(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+  if (in[0].ndim() == 0 || in[1].ndim() == 0) return;
+  int ax = tensor::norm_axis(a.param<TakeParam>().axis, in[0].ndim(), "node '" + a.name + "' (op take): axis");
+  std::vector<int64_t> d(in[0].begin(), in[0].begin() + ax);
+  d.insert(d.end(), in[1].begin(), in[1].end());
+  d.insert(d.end(), in[0].begin() + ax + 1, in[0].end());
+  merge_shape(out[0], Shape(std::move(d)), "output 0");
+}
+
+void infer_take_type(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
+  if (in[0] != DType::kUnknown) merge_type(out[0], in[0], "output 0");
+  if (out[0] != DType::kUnknown) merge_type(in[0], out[0], input_label(a, 0));
+  if (in[1] == DType::kUnknown) in[1] = DType::kFloat32;  // indices: float32 by default
+}
+
+class TakeKernel final : public Kernel {
+ public:
+  explicit TakeKernel(const KernelArgs& a) : name_(a.attrs.name), mode_(a.attrs.param<TakeParam>().mode) {
+    tensor::check_f32(a);
+    const Shape& s = a.in_shapes[0];
+    int ax = tensor::norm_axis(a.attrs.param<TakeParam>().axis, s.ndim(), "axis");
+    for (int d = 0; d < ax; ++d) outer_ *= s[d];
+    for (int d = ax + 1; d < s.ndim(); ++d) inner_ *= s[d];
+    n_ = s[ax];
+    count_ = a.in_shapes[1].numel();
+  }
+  // The output as (outer, count, inner) reading a as (outer, n, inner).
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull) return;
+    const float *x = in[0].cdata<float>(), *idx = in[1].cdata<float>();
+    float* y = out[0].data<float>();
+    const bool add = req[0] == Req::kAdd;
+    std::vector<int64_t> rows = resolve(idx);
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t j = 0; j < count_; ++j) {
+        const float* src = x + (o * n_ + rows[static_cast<size_t>(j)]) * inner_;
+        float* dst = y + (o * count_ + j) * inner_;
+        for (int64_t i = 0; i < inner_; ++i) dst[i] = add ? dst[i] + src[i] : src[i];
+      }
+  }
+  void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull) return;
+    if (req[0] != Req::kAdd) tensor::fill_req(ig[0], req[0], 0.f);
+    const float* g = og[0].cdata<float>();
+    float* dx = ig[0].data<float>();
+    std::vector<int64_t> rows = resolve(in[1].cdata<float>());
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t j = 0; j < count_; ++j) {
+        float* dst = dx + (o * n_ + rows[static_cast<size_t>(j)]) * inner_;
+        const float* src = g + (o * count_ + j) * inner_;
+        for (int64_t i = 0; i < inner_; ++i) dst[i] += src[i];
+      }
+  }
+
+ private:
+  // Each index truncated toward zero, then clipped, wrapped or checked. Compared in float
+  // first so NaN and huge values never reach an integer cast.
+  std::vector<int64_t> resolve(const float* idx) const {
+    std::vector<int64_t> rows(static_cast<size_t>(count_));
+    const float n = static_cast<float>(n_);
+    for (int64_t j = 0; j < count_; ++j) {
+      const float v = idx[j];
+      int64_t k;
+      if (mode_ == "wrap") {
+        k = std::isfinite(v) ? static_cast<int64_t>(std::fmod(std::trunc(v), n)) : 0;
+        if (k < 0) k += n_;
+      } else if (mode_ == "raise" && !(v > -1.f && v < n)) {
+        throw Error("node '" + name_ + "' (op take): index " + std::to_string(v) +
+                    " is out of range for an axis of size " + std::to_string(n_));
+      } else {
+        k = !(v > 0.f) ? 0 : v >= n - 1 ? n_ - 1 : static_cast<int64_t>(v);
+      }
+      rows[static_cast<size_t>(j)] = k;
+    }
+    return rows;
+  }
+  std::string name_, mode_;
+  int64_t outer_ = 1, inner_ = 1, n_ = 1, count_ = 0;
+};
+
+LOOM_REGISTER_OP("take")
+    .describe("Takes slices of an array along an axis at the given indices.")
+    .params(kTakeSchema)
+    .inputs({"a", "indices"})
+    .shape_fn(infer_take)
+    .type_fn(infer_take_type)
+    .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = false})
+    .no_grad({1})
+    .cpu<TakeKernel>()
+    .sample({.attrs = {}, .in_shapes = {{3, 4}, {4}}, .in_kinds = {"normal", "index:5"}})
+    .sample({.attrs = {{"axis", "1"}, {"mode", "wrap"}}, .in_shapes = {{3, 4}, {2, 3}},
+             .in_kinds = {"normal", "index:9"}})
+    .sample({.attrs = {{"axis", "-1"}}, .in_shapes = {{2, 3, 4}, {2}}, .in_kinds = {"normal", "index:4"}});
+
+}  // namespace
+}  // namespace loom
