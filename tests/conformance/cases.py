@@ -437,6 +437,19 @@ case("argmax_channel", lambda mx: mx.sym.argmax_channel(V(mx), name="argc"), {"d
 for i, kw in enumerate([dict(), dict(ord=1, axis=1), dict(axis=(0, 2), keepdims=True), dict(axis=-1)]):
     case("norm%d" % i, lambda mx, kw=kw: mx.sym.norm(V(mx), name="norm", **kw), {"data": (2, 3, 4)}, ["norm"])
 
+# --------------------------------------------------------------------------- normalisation layers
+# output_mean_var stays off: MXNet 1.9.1 drops gradients reaching the mean/std outputs, Loom
+# differentiates them (checked by finite differences in the op sweep).
+for i, (shape, kw) in enumerate([((3, 5), {}), ((2, 3, 4), dict(axis=1, eps=0.01)), ((2, 2, 3), dict(axis=-1))]):
+    case("layer_norm%d" % i, lambda mx, kw=kw: mx.sym.LayerNorm(V(mx), name="ln", **kw), {"data": shape},
+         ["LayerNorm"])
+for i, (shape, kw) in enumerate([((2, 3, 4), {}), ((2, 2, 3, 2), dict(eps=1e-5))]):
+    case("instance_norm%d" % i, lambda mx, kw=kw: mx.sym.InstanceNorm(V(mx), name="inorm", **kw),
+         {"data": shape}, ["InstanceNorm"])
+for i, (shape, kw) in enumerate([((2, 4, 3), dict(num_groups=2)), ((2, 3, 2, 2), {}), ((1, 6, 2), dict(num_groups=3))]):
+    case("group_norm%d" % i, lambda mx, kw=kw: mx.sym.GroupNorm(V(mx), name="gn", **kw), {"data": shape},
+         ["GroupNorm"])
+
 # --------------------------------------------------------------------------- ArcFace head ops
 for i, (shape, kw) in enumerate([((3, 5), dict()), ((2, 3, 4), dict(mode="instance", eps=0.5)),
                                  ((2, 3, 2, 2), dict(mode="channel")), ((2, 4, 3), dict(mode="channel")),
