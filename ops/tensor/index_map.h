@@ -1,5 +1,5 @@
 // Ops whose every output element copies one input element chosen dimension by dimension
-// (tile, repeat, slice, SwapAxis): an IndexMap says, per output dimension, which input
+// (tile, repeat, slice, slice_like, SwapAxis): an IndexMap says, per output dimension, which input
 // dimension it walks and how (modulo, division or an affine step). Forward gathers; the
 // gradient scatters back, adding where several outputs read one input (tile, repeat).
 #pragma once
@@ -56,6 +56,9 @@ class IndexMapKernel : public Kernel {
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
+    // Extra inputs only lend their shape (slice_like): zero gradient.
+    for (size_t k = 1; k < ig.size(); ++k)
+      if (req[k] != Req::kNull) fill_req(ig[k], req[k], 0.f);
     if (req[0] == Req::kNull) return;
     if (req[0] != Req::kAdd) fill_req(ig[0], req[0], 0.f);
     const float* g = og[0].cdata<float>();

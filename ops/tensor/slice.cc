@@ -1,6 +1,7 @@
 // slice(begin, end, step): NumPy basic slicing per axis (None entries take the defaults,
 // negative indices count from the end, a negative step walks backwards); axes past the
-// given tuples are kept whole. The gradient scatters into the sliced positions.
+// given tuples are kept whole; slice_like(data, shape_like, axes) cuts data to another
+// array's sizes. The gradient scatters into the sliced positions.
 #include "ops/infer.h"
 #include "ops/tensor/index_map.h"
 
@@ -93,6 +94,55 @@ LOOM_REGISTER_OP("slice")
              .in_shapes = {{5, 4, 2}}})
     .sample({.attrs = {{"begin", "(None,)"}, {"end", "(None,)"}, {"step", "(-2,)"}}, .in_shapes = {{5, 3}}})
     .sample({.attrs = {{"begin", "(3,)"}, {"end", "(0,)"}, {"step", "(-1,)"}}, .in_shapes = {{4, 2}}});
+
+// ---- slice_like ----
+struct SliceLikeParam {
+  Shape axes;
+};
+const auto kSliceLikeSchema = ParamSchema<SliceLikeParam>().optional(
+    "axes", &SliceLikeParam::axes, Shape(), "Axes to slice (() : all of shape_like's axes).");
+
+// data's shape with the chosen axes cut to shape_like's sizes (slices start at 0).
+Shape slice_like_shape(const OpAttrs& a, const Shape& d, const Shape& like) {
+  const std::string who = "node '" + a.name + "' (op slice_like): ";
+  const Shape& axes = a.param<SliceLikeParam>().axes;
+  Shape o = d;
+  auto cut = [&](int ax) {
+    if (ax >= like.ndim() || like[ax] > d[ax])
+      throw ShapeError(who + "cannot slice axis " + std::to_string(ax) + " of data " + d.str() +
+                       " like " + like.str());
+    o[ax] = like[ax];
+  };
+  if (axes.ndim() == 0) {
+    if (like.ndim() != d.ndim())
+      throw ShapeError(who + "data " + d.str() + " and shape_like " + like.str() + " differ in rank");
+    for (int ax = 0; ax < d.ndim(); ++ax) cut(ax);
+  } else {
+    for (auto v : axes) cut(tensor::norm_axis(v, d.ndim(), who + "axis"));
+  }
+  return o;
+}
+
+std::unique_ptr<Kernel> make_slice_like(const KernelArgs& a) {
+  const Shape& s = a.in_shapes[0];
+  tensor::IndexMap m(s, slice_like_shape(a.attrs, s, a.in_shapes[1]));
+  for (int d = 0; d < s.ndim(); ++d) m.dims.push_back({.src = d});
+  return std::make_unique<tensor::IndexMapKernel>(a, std::move(m));
+}
+
+LOOM_REGISTER_OP("slice_like")
+    .describe("Slices data from the start to the shape of shape_like along the given axes.")
+    .params(kSliceLikeSchema)
+    .inputs({"data", "shape_like"})
+    .shape_fn([](const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+      if (!in[0].known() || !in[1].known()) return;
+      merge_shape(out[0], slice_like_shape(a, in[0], in[1]), "output 0");
+    })
+    .deps(GradDeps{.out_grad = true, .in_data = false, .out_data = false})
+    .kernel(DeviceType::kCPU, make_slice_like)
+    .sample({.attrs = {{"axes", "(0, 1)"}}, .in_shapes = {{3, 4, 5}, {2, 3}}})
+    .sample({.attrs = {}, .in_shapes = {{3, 4}, {2, 3}}})
+    .sample({.attrs = {{"axes", "(-1,)"}}, .in_shapes = {{3, 4}, {2, 3}}});
 
 }  // namespace
 }  // namespace loom

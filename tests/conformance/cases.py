@@ -421,6 +421,20 @@ for i, (ls, rs, kw) in enumerate([((2, 3, 4), (2, 4, 5), {}), ((2, 4, 3), (2, 4,
     case("batch_dot%d" % i, lambda mx, kw=kw: mx.sym.batch_dot(V(mx, "a"), V(mx, "b"), name="bd", **kw),
          {"a": ls, "b": rs}, ["batch_dot"])
 
+for i, (shape, like, kw) in enumerate([((3, 4, 5), (2, 3), dict(axes=(0, 1))), ((3, 4), (2, 3), {}),
+                                       ((3, 4), (2, 3), dict(axes=(-1,)))]):
+    case("slice_like%d" % i, lambda mx, kw=kw: mx.sym.slice_like(V(mx), V(mx, "like"), name="sll", **kw),
+         {"data": shape, "like": like}, ["slice_like"])
+for i, (shape, kw) in enumerate([
+        ((1, 2, 3, 3), dict(mode="constant", pad_width=(0, 0, 0, 0, 1, 2, 2, 1), constant_value=-1)),
+        ((2, 1, 3, 3), dict(mode="edge", pad_width=(0, 0, 0, 0, 1, 2, 2, 1))),
+        ((1, 1, 3, 4), dict(mode="reflect", pad_width=(0, 0, 0, 0, 1, 2, 2, 1))),
+        ((1, 2, 2, 2, 3), dict(mode="edge", pad_width=(0, 0, 0, 0, 1, 0, 0, 1, 1, 1)))]):
+    case("pad%d" % i, lambda mx, kw=kw: mx.sym.Pad(V(mx), name="pad", **kw), {"data": shape}, ["Pad"])
+case("softmax_cross_entropy", lambda mx: mx.sym.softmax_cross_entropy(V(mx), V(mx, "label"), name="sce"),
+     {"data": (4, 5), "label": (4,)}, ["softmax_cross_entropy"], init={"label": ("int", 0, 5)},
+     no_grad=["label"])
+
 # --------------------------------------------------------------------------- indexing
 for i, (shape, ishape, kw, lo, hi) in enumerate([((3, 4), (4,), {}, -2, 6),
                                                  ((3, 4), (2, 3), dict(axis=1, mode="wrap"), -6, 9),

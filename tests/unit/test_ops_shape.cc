@@ -1,6 +1,8 @@
 // Shape-changing ops (broadcast_to/axis/like, squeeze, reshape_like, tile, repeat, SwapAxis,
-// slice, stack, dot, batch_dot): naive references for the op sweep and values checked against MXNet 1.9.1.
+// slice, slice_like, stack, dot, batch_dot, Pad, softmax_cross_entropy): naive references for the op sweep and values checked against MXNet 1.9.1.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "runtime/imperative.h"
 #include "tests/unit/op_reference.h"
@@ -161,6 +163,43 @@ LOOM_OP_REFERENCE("batch_dot", [](const RefCall& c) {
   return std::vector<NDArray>{y};
 });
 
+LOOM_OP_REFERENCE("slice_like", [](const RefCall& c) {
+  return gather(c, c.in[0].shape(), [](std::vector<int64_t> idx) { return idx; });
+});
+// Pad by definition: constant outside, else the clamped (edge) or mirrored (reflect) index.
+LOOM_OP_REFERENCE("Pad", [](const RefCall& c) {
+  const Shape &s = c.in[0].shape(), &o = c.out_shapes[0];
+  const Shape pw = parse_shape(c.attrs.dict.at("pad_width"));
+  const std::string mode = c.attrs.dict.count("mode") ? c.attrs.dict.at("mode") : "constant";
+  const double value = c.attrs.dict.count("constant_value") ? parse_float(c.attrs.dict.at("constant_value")) : 0;
+  NDArray y(o);
+  for (int64_t i = 0; i < o.numel(); ++i) {
+    auto idx = unravel(i, o);
+    bool outside = false;
+    for (int d = 0; d < s.ndim(); ++d) {
+      int64_t k = idx[static_cast<size_t>(d)] - pw[2 * d], n = s[d];
+      if (k < 0 || k >= n) {
+        outside = true;
+        k = mode == "edge" ? std::clamp<int64_t>(k, 0, n - 1) : k < 0 ? -k : 2 * (n - 1) - k;
+      }
+      idx[static_cast<size_t>(d)] = k;
+    }
+    y.data<float>()[i] = outside && mode == "constant" ? static_cast<float>(value)
+                                                       : static_cast<float>(c.in[0].at(ravel(idx, s)));
+  }
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("softmax_cross_entropy", [](const RefCall& c) {
+  const int64_t n = c.in[0].shape()[0], k = c.in[0].shape()[1];
+  double loss = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double se = 0;
+    for (int64_t j = 0; j < k; ++j) se += std::exp(c.in[0].at(i * k + j));
+    loss -= std::log(std::exp(c.in[0].at(i * k + static_cast<int64_t>(c.in[1].at(i)))) / se);
+  }
+  return std::vector<NDArray>{NDArray::full({1}, loss)};
+});
+
 TEST(OpsShape, ShapesMatchMXNet) {
   auto shape_of = [](const char* op, const Attrs& attrs, std::vector<Shape> in) {
     ImperativeOp o(op, attrs, in);
@@ -177,6 +216,17 @@ TEST(OpsShape, ShapesMatchMXNet) {
   // MXNet requires equal ranks (no NumPy-style left padding).
   EXPECT_THROW(ImperativeOp("broadcast_to", {{"shape", "(3, 2, 5)"}}, {{2, 1}}), ShapeError);
   EXPECT_THROW(ImperativeOp("squeeze", {{"axis", "(0,)"}}, {{2, 1}}), ShapeError);
+  EXPECT_EQ(shape_of("slice_like", {{"axes", "(0, 1)"}}, {{3, 4, 5}, {2, 3}}), (Shape{2, 3, 5}));
+  EXPECT_EQ(shape_of("slice_like", {{"axes", "(-1,)"}}, {{3, 4}, {2, 3}}), (Shape{3, 3}));
+  EXPECT_THROW(ImperativeOp("Pad", {{"pad_width", "(0, 0, 1, 1)"}}, {{2, 3}}), ShapeError);  // 2-D
+  EXPECT_THROW(ImperativeOp("Pad", {{"mode", "reflect"}, {"pad_width", "(0, 0, 0, 0, 3, 3, 0, 0)"}}, {{1, 1, 3, 3}}),
+               ShapeError);
+  // MXNet 1.9.1: softmax_cross_entropy([[1, 2, 3], [0, 0, 5]], [2, 0]) = 5.420992.
+  NDArray d(Shape{2, 3}), l(Shape{2});
+  float dv[] = {1, 2, 3, 0, 0, 5}, lv[] = {2, 0};
+  d.copy_from_host(dv, sizeof dv);
+  l.copy_from_host(lv, sizeof lv);
+  EXPECT_NEAR(ImperativeOp("softmax_cross_entropy", {}, {{2, 3}, {2}}).forward({d, l})[0].at(0), 5.420992, 1e-5);
   // dot shapes as MXNet 1.9.1 gives them.
   EXPECT_EQ(shape_of("dot", {}, {{2, 3, 4}, {4, 5}}), (Shape{2, 3, 5}));
   EXPECT_EQ(shape_of("dot", {{"transpose_a", "True"}}, {{2, 3, 4}, {2, 5}}), (Shape{3, 4, 5}));
