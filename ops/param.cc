@@ -82,6 +82,12 @@ double parse_float(const std::string& text) {
   return v;
 }
 
+void check_input_count(int64_t n, const char* key, int64_t lo) {
+  if (n < lo || n > kMaxVariadicInputs)
+    throw ParamError(std::string(key) + " " + std::to_string(n) + " is out of range (" +
+                     std::to_string(lo) + ".." + std::to_string(kMaxVariadicInputs) + ")");
+}
+
 Shape parse_shape(const std::string& text) {
   if (trim(text) == "None") return Shape();
   Shape out;

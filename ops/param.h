@@ -34,6 +34,11 @@ double parse_float(const std::string& s);
 Shape parse_shape(const std::string& s);
 /// A tuple whose entries may be "None" (returned as nullopt), e.g. slice begin/end.
 std::vector<std::optional<int64_t>> parse_optional_tuple(const std::string& s);
+/// Most inputs a variadic op takes (num_args, num_tensors): input names are made per input,
+/// so a hostile count must be refused before anything is allocated.
+constexpr int64_t kMaxVariadicInputs = 65536;
+/// Throws ParamError "<key> <n> is out of range (lo..kMaxVariadicInputs)" unless n is in it.
+void check_input_count(int64_t n, const char* key, int64_t lo = 1);
 /// Formats a float the way Python's str() would for typical values ("1e-05", "0.5").
 std::string format_float(double v);
 /// The shortest decimal that reads back as the same float ("0.9", not "0.899999976").
@@ -47,7 +52,12 @@ template <> struct ParamCodec<bool> {
   static const char* type() { return "boolean"; }
 };
 template <> struct ParamCodec<int> {
-  static int parse(const std::string& s) { return static_cast<int>(parse_int(s)); }
+  static int parse(const std::string& s) {
+    const int64_t v = parse_int(s);
+    if (v < INT32_MIN || v > INT32_MAX)
+      throw ParamError("integer '" + s + "' does not fit 32 bits");
+    return static_cast<int>(v);
+  }
   static std::string str(int v) { return std::to_string(v); }
   static const char* type() { return "int"; }
 };

@@ -10,7 +10,8 @@
 # inputs land in build-fuzz/artifacts/<harness>/. Prints executions per harness at the end and
 # exits non-zero when any harness found something.
 #
-#   bash scripts/fuzz.sh merge      minimises the working corpora back into tests/fuzz/corpus
+#   bash scripts/fuzz.sh merge      adds working-corpus inputs (<= 8 KiB) that reach new coverage
+#                                   to tests/fuzz/corpus (libFuzzer -merge=1)
 #   bash scripts/fuzz.sh replay     runs every harness once over its committed corpus
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,15 +41,14 @@ flags_for() {  # common libFuzzer flags of one harness
 
 case ${1:-} in
   merge)
+    # Adds to each committed corpus the working-corpus inputs that reach new coverage. Only
+    # inputs of at most 8 KiB are offered, so the committed corpora stay small.
     for h in "${all[@]}"; do
       [ -d build-fuzz/corpus/$h ] || continue
-      rm -rf build-fuzz/merged/$h && mkdir -p build-fuzz/merged/$h
-      build-fuzz/fuzz/$h -merge=1 $(flags_for $h) build-fuzz/merged/$h tests/fuzz/corpus/$h \
-        build-fuzz/corpus/$h 2>&1 | grep -E "MERGE-OUTER: [0-9]+ new files" || true
-      # Hand-made seeds and past findings stay whatever the merge keeps.
-      find tests/fuzz/corpus/$h -type f ! -name 'seed_*' ! -name 'model_*' ! -name 'example_*' \
-        ! -name 'finding_*' -delete
-      cp -n build-fuzz/merged/$h/* tests/fuzz/corpus/$h/ 2>/dev/null || true
+      rm -rf build-fuzz/small/$h && mkdir -p build-fuzz/small/$h
+      find build-fuzz/corpus/$h -type f -size -8193c -exec cp {} build-fuzz/small/$h/ \;
+      build-fuzz/fuzz/$h -merge=1 $(flags_for $h) tests/fuzz/corpus/$h build-fuzz/small/$h 2>&1 |
+        grep -E "MERGE-OUTER: [0-9]+ new files" || true
       echo "$h: $(ls tests/fuzz/corpus/$h | wc -l) files, $(du -sh tests/fuzz/corpus/$h | cut -f1)"
     done
     exit 0 ;;
@@ -85,7 +85,7 @@ printf "%-16s %14s %10s %8s  %s\n" harness execs exec/s seconds findings
 for h in "${harnesses[@]}"; do
   log=build-fuzz/logs/$h.log
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
-  speed=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
+  speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
   secs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | tail -1 | grep -o '[0-9]* second' | grep -o '[0-9]*' || echo "?")
   found=$(ls build-fuzz/artifacts/$h 2>/dev/null | wc -l)
   printf "%-16s %14s %10s %8s  %s\n" "$h" "${execs:-0}" "${speed:-0}" "${secs:-?}" "$found"

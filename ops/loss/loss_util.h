@@ -31,8 +31,12 @@ inline void require_float32(const KernelArgs& a) {
 /// Writes (kWrite, kInplace) or accumulates (kAdd) `v` into `*dst`; callers skip kNull.
 inline void store(float* dst, Req req, float v) { math::assign_req(dst, req == Req::kAdd, v); }
 
-/// MXNet's label-to-class conversion: C truncation of the float label.
-inline int64_t class_of(float label) { return static_cast<int64_t>(static_cast<int>(label)); }
+/// MXNet's label-to-class conversion: C truncation of the float label. Where that cast is
+/// undefined (NaN, |label| >= 2^31) x86 gives INT32_MIN; that value is returned instead.
+inline int64_t class_of(float label) {
+  if (!(label > -2147483648.f && label < 2147483648.f)) return INT32_MIN;
+  return static_cast<int>(label);
+}
 
 /// OpenMP threshold: below this many elements, loops run serially.
 constexpr int64_t kParallelMin = 1 << 15;

@@ -128,7 +128,10 @@ void deconv_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Sh
   if (spatial_known) {
     nn::DeconvGeometry g = geometry(p, data);
     for (int i = 0; i < nd; ++i) {
-      const int64_t len = full_length(p, i, data[i + 2]) - g.pad_l[i] - g.pad_r[i];
+      // pad_l >= 0; pad_r = pad - adj may be negative (adj widens the output).
+      const char* what = "Deconvolution output size";
+      const int64_t len =
+          dim_add(dim_add(full_length(p, i, data[i + 2]), -g.pad_l[i], what), -g.pad_r[i], what);
       if (len < 1)
         throw ShapeError("Deconvolution output would be empty along spatial dim " +
                          std::to_string(i) + " for input " + data.str());

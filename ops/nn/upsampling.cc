@@ -49,7 +49,7 @@ const auto kUpSamplingSchema =
           // MXNet's scale is an int; the bilinear kernel 2*scale must not overflow either.
           if (p.scale_h > INT32_MAX || p.scale_w > INT32_MAX)
             throw ParamError("scale " + s.str() + " is larger than 2147483647");
-          if (p.num_args < 1) throw ParamError("num_args must be at least 1");
+          check_input_count(p.num_args, "num_args");
           if (p.bilinear()) {  // inputs are always (data, weight); MXNet ignores num_args
             if (p.scale_h != p.scale_w)
               throw ParamError("bilinear UpSampling needs the same scale in both dims");

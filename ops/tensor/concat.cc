@@ -13,7 +13,7 @@ const auto kConcatSchema =
         .required("num_args", &ConcatParam::num_args, "Number of inputs to concatenate.")
         .optional("dim", &ConcatParam::dim, 1, "The axis to concatenate along.")
         .check([](ConcatParam& p) {
-          if (p.num_args < 1) throw ParamError("num_args must be at least 1");
+          check_input_count(p.num_args, "num_args");
         });
 
 void infer_concat(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {

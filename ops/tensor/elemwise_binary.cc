@@ -80,7 +80,7 @@ struct AddNParam {
 const auto kAddNSchema = ParamSchema<AddNParam>()
                              .required("num_args", &AddNParam::num_args, "Number of inputs to add.")
                              .check([](AddNParam& p) {
-                               if (p.num_args < 1) throw ParamError("num_args must be at least 1");
+                               check_input_count(p.num_args, "num_args");
                              });
 
 std::vector<std::string> arg_names(int n) {

@@ -55,7 +55,7 @@ const auto kSliceChannelSchema =
         .optional("squeeze_axis", &SliceChannelParam::squeeze_axis, false,
                   "Remove the split axis (each piece must then have size 1 along it).")
         .check([](SliceChannelParam& p) {
-          if (p.num_outputs < 1) throw ParamError("num_outputs must be at least 1");
+          check_input_count(p.num_outputs, "num_outputs");  // one output name each
         });
 
 void infer_slice_channel(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {

@@ -15,7 +15,7 @@ const auto kStackSchema = ParamSchema<StackParam>()
                               .optional("axis", &StackParam::axis, int64_t{0},
                                         "Position of the new axis in the output.")
                               .check([](StackParam& p) {
-                                if (p.num_args < 1) throw ParamError("num_args must be at least 1");
+                                check_input_count(p.num_args, "num_args");
                               });
 
 void infer_stack(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {

@@ -60,7 +60,7 @@ std::shared_ptr<const void> parse_bucket(const Attrs& dict) {
   if (p->inner->grad_mode != GradMode::kZero)
     throw ParamError("op '" + op + "' is differentiable; a bucket holds update ops only");
   const int64_t n = parse_int(get("num_tensors"));
-  if (n < 1) throw ParamError("num_tensors must be >= 1, got " + std::to_string(n));
+  check_input_count(n, "num_tensors");
   p->n = static_cast<size_t>(n);
   std::vector<double> wds;
   if (auto it = dict.find("wds"); it != dict.end()) {

@@ -21,6 +21,7 @@ const auto kSchema = ParamSchema<GradientsParam>()
                          .optional("num_losses", &GradientsParam::num_losses, 1,
                                    "How many leading inputs are losses.")
                          .check([](GradientsParam& p) {
+                           check_input_count(p.num_args, "num_args", 2);
                            if (p.num_losses < 1 || p.num_args <= p.num_losses)
                              throw ParamError("needs at least one loss and one input to "
                                               "differentiate (num_args > num_losses >= 1)");

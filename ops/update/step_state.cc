@@ -260,8 +260,10 @@ LOOM_REGISTER_OP("_assign")
 struct AfterParam {
   int num_args;
 };
-const auto kAfterSchema = ParamSchema<AfterParam>().required(
-    "num_args", &AfterParam::num_args, "Number of inputs: data then the dependencies.");
+const auto kAfterSchema =
+    ParamSchema<AfterParam>()
+        .required("num_args", &AfterParam::num_args, "Number of inputs: data then the dependencies.")
+        .check([](AfterParam& p) { check_input_count(p.num_args, "num_args"); });
 
 class AfterKernel final : public Kernel {
  public:

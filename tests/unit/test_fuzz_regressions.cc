@@ -194,5 +194,66 @@ TEST(FuzzRegressions, CastSaturatesOutOfRangeFloats) {
   EXPECT_EQ(out, (std::vector<int32_t>{INT32_MAX, INT32_MIN, 0, INT32_MAX, -7}));
 }
 
+// Out of memory (a structured sweep of every op with hostile attributes): a variadic op's
+// input or output names are made per input, so Concat(num_args=2147483647) or
+// _loom_after(num_args=2147483647) tried to allocate billions of names. Counts are limited
+// to kMaxVariadicInputs, and int attributes must fit 32 bits (4294967298 wrapped to 2).
+TEST(FuzzRegressions, VariadicInputCountsAreBounded) {
+  auto var = [](const char* op, const char* key, const char* n) {
+    return load_json(std::string(R"({"nodes": [{"op": "null", "name": "x", "inputs": []},
+      {"op": ")") + op + R"(", "name": "v", "attrs": {")" + key + R"(": ")" + n + R"("},
+       "inputs": [[0, 0, 0]]}], "arg_nodes": [0], "heads": [[1, 0, 0]]})", "v.json");
+  };
+  EXPECT_CONTAINS(error_of<ParamError>([&] { var("Concat", "num_args", "2147483647"); }),
+                  "node 'v' (op Concat): num_args 2147483647 is out of range (1..65536)");
+  EXPECT_CONTAINS(error_of<ParamError>([&] { var("_loom_after", "num_args", "2147483647"); }),
+                  "num_args 2147483647 is out of range (1..65536)");
+  EXPECT_CONTAINS(error_of<ParamError>([&] { var("add_n", "num_args", "65537"); }),
+                  "num_args 65537 is out of range (1..65536)");
+  EXPECT_CONTAINS(error_of<ParamError>([&] { var("SliceChannel", "num_outputs", "2147483647"); }),
+                  "num_outputs 2147483647 is out of range (1..65536)");
+  EXPECT_CONTAINS(error_of<ParamError>([&] { var("Concat", "num_args", "4294967298"); }),
+                  "integer '4294967298' does not fit 32 bits");
+}
+
+// UBSan (signed overflow in Deconvolution's shape function): pad (2^63-1, 2^63-1).
+TEST(FuzzRegressions, DeconvolutionHugePadIsShapeError) {
+  auto deconv = Symbol::Op("Deconvolution", {Symbol::Variable("data")},
+                           {{"kernel", "(2, 2)"}, {"num_filter", "2"},
+                            {"pad", "(9223372036854775807, 9223372036854775807)"}},
+                           "deconv");
+  EXPECT_CONTAINS(error_of<ShapeError>([&] {
+                    infer_shapes(IndexedGraph(deconv.outputs()), {{"data", Shape{1, 2, 4, 4}}}, true);
+                  }),
+                  "node 'deconv' (op Deconvolution): Deconvolution output size: "
+                  "-9223372036854775802 + -9223372036854775807 overflows int64");
+}
+
+// UBSan (float-cast-overflow in the loss heads' label-to-class conversion):
+// SoftmaxOutput(ignore_label=nan). NaN and labels past int32 map to INT32_MIN, as x86's
+// truncation gives MXNet: such a label is no class, and ignore_label=nan ignores exactly them.
+TEST(FuzzRegressions, SoftmaxOutputNanLabelIsNoClass) {
+  auto grad_of = [](bool use_ignore) {
+    auto net = Symbol::Op("SoftmaxOutput", {Symbol::Variable("x"), Symbol::Variable("label")},
+                          {{"ignore_label", "nan"}, {"use_ignore", use_ignore ? "True" : "False"}},
+                          "sm");
+    auto ex = Executor::simple_bind(net, {{"x", Shape{2, 3}}, {"label", Shape{2}}});
+    const float label[2] = {NAN, 1.f};
+    ex->arg_dict().at("label").copy_from_host(label, sizeof label);
+    ex->forward(true);
+    ex->backward();
+    std::vector<float> g(6);
+    ex->grad_dict().at("x").copy_to_host(g.data(), sizeof(float) * 6);
+    return g;
+  };
+  const float t = 1.f / 3;  // softmax of zeros
+  std::vector<float> ignored = grad_of(true), plain = grad_of(false);
+  const std::vector<float> want_ignored = {0, 0, 0, t, t - 1, t}, want_plain = {t, t, t, t, t - 1, t};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_NEAR(ignored[i], want_ignored[i], 1e-6) << i;
+    EXPECT_NEAR(plain[i], want_plain[i], 1e-6) << i;
+  }
+}
+
 }  // namespace
 }  // namespace loom
