@@ -1,7 +1,9 @@
-// Indexing and reduction ops (take, argmax/argmin/argmax_channel, norm): naive references for
+// Indexing, sorting and reduction ops (take, argmax/argmin/argmax_channel, topk, sort,
+// argsort, norm): naive references for
 // the op sweep and values MXNet 1.9.1 gives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/imperative.h"
@@ -101,6 +103,81 @@ LOOM_OP_REFERENCE("norm", [](const RefCall& c) {
   for (auto [k, v] : acc) y.data<float>()[k] = static_cast<float>(l1 ? v : std::sqrt(v));
   return std::vector<NDArray>{y};
 });
+
+// Sorting by definition: each lane copied out, ordered with std::stable_sort on (value, index).
+struct LaneRef {
+  Around a;
+  LaneRef(const RefCall& c) {
+    std::string axis = attr(c.attrs.dict, "axis", "-1");
+    const Shape& s = c.in[0].shape();
+    a = axis == "None" ? Around{1, s.numel(), 1} : around(s, parse_int(axis));
+  }
+  std::vector<std::pair<double, int64_t>> sorted(const NDArray& x, int64_t o, int64_t i, bool ascend) const {
+    std::vector<std::pair<double, int64_t>> v;
+    for (int64_t k = 0; k < a.n; ++k) v.push_back({x.at((o * a.n + k) * a.inner + i), k});
+    std::stable_sort(v.begin(), v.end(), [&](auto p, auto q) { return ascend ? p.first < q.first : p.first > q.first; });
+    return v;
+  }
+};
+std::vector<NDArray> ref_sort(const RefCall& c, bool indices) {
+  LaneRef l(c);
+  const bool asc = parse_bool(attr(c.attrs.dict, "is_ascend", "True"));
+  NDArray y(c.out_shapes[0]);
+  for (int64_t o = 0; o < l.a.outer; ++o)
+    for (int64_t i = 0; i < l.a.inner; ++i) {
+      auto v = l.sorted(c.in[0], o, i, asc);
+      for (int64_t k = 0; k < l.a.n; ++k)
+        y.data<float>()[(o * l.a.n + k) * l.a.inner + i] =
+            static_cast<float>(indices ? static_cast<double>(v[static_cast<size_t>(k)].second) : v[static_cast<size_t>(k)].first);
+    }
+  return {y};
+}
+LOOM_OP_REFERENCE("sort", [](const RefCall& c) { return ref_sort(c, false); });
+LOOM_OP_REFERENCE("argsort", [](const RefCall& c) { return ref_sort(c, true); });
+LOOM_OP_REFERENCE("topk", [](const RefCall& c) {
+  LaneRef l(c);
+  const bool asc = parse_bool(attr(c.attrs.dict, "is_ascend", "False"));
+  const std::string ret = attr(c.attrs.dict, "ret_typ", "indices");
+  const int64_t k = parse_int(attr(c.attrs.dict, "k", "1"));
+  NDArray vals(c.out_shapes[0]), idx(c.out_shapes[0]);
+  if (ret == "mask") vals = NDArray::zeros(c.out_shapes[0]);
+  for (int64_t o = 0; o < l.a.outer; ++o)
+    for (int64_t i = 0; i < l.a.inner; ++i) {
+      auto v = l.sorted(c.in[0], o, i, asc);
+      for (int64_t j = 0; j < k; ++j) {
+        auto [val, pos] = v[static_cast<size_t>(j)];
+        if (ret == "mask") {
+          vals.data<float>()[(o * l.a.n + pos) * l.a.inner + i] = 1.f;
+        } else {
+          vals.data<float>()[(o * k + j) * l.a.inner + i] = static_cast<float>(val);
+          idx.data<float>()[(o * k + j) * l.a.inner + i] = static_cast<float>(pos);
+        }
+      }
+    }
+  if (ret == "indices") return std::vector<NDArray>{idx};
+  if (ret == "mask" || ret == "value") return std::vector<NDArray>{vals};
+  return std::vector<NDArray>{vals, idx};
+});
+
+TEST(OpsIndex, SortingMatchesMXNet) {
+  // MXNet 1.9.1 on [1, 3, 3, 2]: ties keep their order in both directions.
+  NDArray t = from({4}, {1, 3, 3, 2});
+  EXPECT_EQ(values(ImperativeOp("topk", {{"k", "2"}}, {{4}}).forward({t})[0]), (std::vector<float>{1, 2}));
+  EXPECT_EQ(values(ImperativeOp("argsort", {}, {{4}}).forward({t})[0]), (std::vector<float>{0, 3, 1, 2}));
+  EXPECT_EQ(values(ImperativeOp("argsort", {{"is_ascend", "False"}}, {{4}}).forward({t})[0]),
+            (std::vector<float>{1, 2, 3, 0}));
+  NDArray x = from({2, 5}, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3});
+  EXPECT_EQ(values(ImperativeOp("topk", {{"k", "2"}, {"ret_typ", "mask"}}, {{2, 5}}).forward({x})[0]),
+            (std::vector<float>{0, 0, 1, 0, 1, 1, 0, 1, 0, 0}));
+  EXPECT_EQ(values(ImperativeOp("topk", {{"k", "3"}, {"axis", "None"}}, {{2, 5}}).forward({x})[0]),
+            (std::vector<float>{5, 7, 4}));
+  // The values' gradient lands on the chosen elements.
+  ImperativeOp tv("topk", {{"k", "2"}, {"ret_typ", "value"}}, {{2, 5}});
+  auto out = tv.forward({x});
+  std::vector<NDArray> g{NDArray::zeros({2, 5})};
+  tv.backward({from({2, 2}, {1, 2, 3, 4}), NDArray()}, {x}, out, {Req::kWrite}, g);
+  EXPECT_EQ(values(g[0]), (std::vector<float>{0, 0, 2, 0, 1, 3, 0, 4, 0, 0}));
+}
 
 TEST(OpsIndex, TakeMatchesMXNet) {
   ImperativeOp clip("take", {}, {{3, 4}, {4}});

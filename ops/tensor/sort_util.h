@@ -1,0 +1,41 @@
+// Shared by topk, sort and argsort: the array seen as lanes along one axis (or the flattened
+// array), each lane's element order sorted stably (equal values keep their order, as MXNet).
+#pragma once
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <vector>
+
+#include "ops/tensor/tensor_util.h"
+
+namespace loom::tensor {
+
+/// (outer, n, inner) around the sorted axis; `lane(o, i)` element k sits at
+/// (o * n + k) * inner + i.
+struct Lanes {
+  int64_t outer = 1, n = 1, inner = 1;
+  Lanes(const Shape& s, std::optional<int64_t> axis, const std::string& what) {
+    if (!axis) {
+      n = s.numel();
+      return;
+    }
+    int ax = norm_axis(*axis, s.ndim(), what);
+    for (int d = 0; d < ax; ++d) outer *= s[d];
+    for (int d = ax + 1; d < s.ndim(); ++d) inner *= s[d];
+    n = s[ax];
+  }
+  int64_t at(int64_t o, int64_t i, int64_t k) const { return (o * n + k) * inner + i; }
+  /// The positions 0..n-1 of lane (o, i) in sorted order (stable).
+  std::vector<int64_t> order(const float* x, int64_t o, int64_t i, bool ascend) const {
+    std::vector<int64_t> p(static_cast<size_t>(n));
+    std::iota(p.begin(), p.end(), 0);
+    if (ascend)
+      std::stable_sort(p.begin(), p.end(), [&](int64_t a, int64_t b) { return x[at(o, i, a)] < x[at(o, i, b)]; });
+    else
+      std::stable_sort(p.begin(), p.end(), [&](int64_t a, int64_t b) { return x[at(o, i, a)] > x[at(o, i, b)]; });
+    return p;
+  }
+};
+
+}  // namespace loom::tensor
