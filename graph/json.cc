@@ -1,6 +1,7 @@
 #include "graph/json.h"
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -89,6 +90,31 @@ class Loader {
 
  private:
   [[noreturn]] void fail(const std::string& msg) const { throw JsonError(src_ + ": " + msg); }
+
+  // Every operator the graph names must be registered; one error names all that are not (each
+  // with its first nodes), so a user sees the whole list of what to add at once.
+  void check_ops_known() const {
+    std::vector<std::string> names;
+    std::map<std::string, std::vector<size_t>> where;
+    for (size_t i = 0; i < raw_.size(); ++i) {
+      if (raw_[i].op == "null" || find_op(raw_[i].op)) continue;
+      if (!where.count(raw_[i].op)) names.push_back(raw_[i].op);
+      where[raw_[i].op].push_back(i);
+    }
+    if (names.empty()) return;
+    auto node = [&](size_t i) { return std::to_string(i) + " ('" + raw_[i].name + "')"; };
+    if (names.size() == 1 && where[names[0]].size() == 1)
+      throw UnknownOpError(src_ + ": unknown operator " + names[0] + " in node " + node(where[names[0]][0]));
+    std::string msg = src_ + ": " + std::to_string(names.size()) + " unknown operator" +
+                      (names.size() > 1 ? "s" : "") + ": ";
+    for (size_t k = 0; k < names.size(); ++k) {
+      const auto& nodes = where[names[k]];
+      msg += (k ? "; " : "") + names[k] + " in node" + (nodes.size() > 1 ? "s " : " ");
+      for (size_t j = 0; j < nodes.size() && j < 3; ++j) msg += (j ? ", " : "") + node(nodes[j]);
+      if (nodes.size() > 3) msg += " and " + std::to_string(nodes.size() - 3) + " more";
+    }
+    throw UnknownOpError(msg);
+  }
   std::string where(size_t i) const {
     return src_ + ": node " + std::to_string(i) +
            (i < raw_.size() && !raw_[i].name.empty() ? " ('" + raw_[i].name + "')" : "");
@@ -179,12 +205,10 @@ class Loader {
     }
     // Resolve ops and parse attributes first (hidden-key fixing may touch input variables).
     std::vector<const OpDef*> ops(n, nullptr);
+    check_ops_known();
     for (size_t i = 0; i < n; ++i) {
       if (raw_[i].op == "null") continue;
       const OpDef* op = find_op(raw_[i].op);
-      if (!op)
-        throw UnknownOpError(src_ + ": unknown operator " + raw_[i].op + " in node " +
-                             std::to_string(i) + " ('" + raw_[i].name + "')");
       ops[i] = op;
       if (version_ < kMxnetVersion) {
         OpAttrs probe = make_op_attrs(*op, raw_[i].name, raw_[i].attrs);

@@ -206,6 +206,19 @@ TEST(Json, ErrorsNameTheProblem) {
   });
   EXPECT_CONTAINS(unknown, "unknown operator WarpCTC in node 1 ('ctc')");
   EXPECT_CONTAINS(unknown, "m.json");
+  // Every unknown operator in one message, each with its (first three) nodes.
+  std::string several = error_of<UnknownOpError>([] {
+    load_json(R"({"nodes": [{"op": "null", "name": "x", "inputs": []},
+      {"op": "ROIPool", "name": "r1", "inputs": [[0, 0, 0]]},
+      {"op": "exp", "name": "e", "inputs": [[1, 0, 0]]},
+      {"op": "Proposal2", "name": "p", "inputs": [[2, 0, 0]]},
+      {"op": "ROIPool", "name": "r2", "inputs": [[3, 0, 0]]},
+      {"op": "ROIPool", "name": "r3", "inputs": [[4, 0, 0]]},
+      {"op": "ROIPool", "name": "r4", "inputs": [[5, 0, 0]]}],
+      "arg_nodes": [0], "heads": [[6, 0, 0]]})", "m.json");
+  });
+  EXPECT_CONTAINS(several, "m.json: 2 unknown operators: ROIPool in nodes 1 ('r1'), 4 ('r2'), 5 ('r3') "
+                           "and 1 more; Proposal2 in node 3 ('p')");
   EXPECT_CONTAINS(error_of<GraphError>([] {
     load_json(R"({"nodes": [{"op": "null", "name": "x", "inputs": []},
       {"op": "exp", "name": "e", "inputs": [[7, 0, 0]]}], "arg_nodes": [0], "heads": [[1, 0, 0]]})",
