@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/infer.h"
+#include "ops/tensor/index_util.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace loom {
@@ -60,10 +61,7 @@ class SoftmaxCrossEntropyKernel final : public Kernel {
     for (int64_t j = 0; j < k_; ++j) s += std::exp(double(row[j]) - mx);
     return mx + std::log(s);
   }
-  int64_t cls(float v) const {
-    if (!(v > 0.f)) return 0;
-    return v >= static_cast<float>(k_ - 1) ? k_ - 1 : static_cast<int64_t>(v);
-  }
+  int64_t cls(float v) const { return tensor::clip_index(v, k_); }
   int64_t n_, k_;
 };
 

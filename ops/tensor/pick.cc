@@ -1,9 +1,8 @@
 // pick: out[a..., b...] = data[a..., k, b...] with k = int(index[a..., b...]) along `axis`,
 // clipped into [0, n) (mode clip) or taken modulo n (wrap). The gradient scatters the output
 // gradient back to the picked elements; the index gets none.
-#include <cmath>
-
 #include "ops/infer.h"
+#include "ops/tensor/index_util.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace loom {
@@ -97,18 +96,7 @@ class PickKernel final : public Kernel {
   }
 
  private:
-  // MXNet truncates the index toward zero, then clips or wraps it. Clamped in float first
-  // so NaN and huge values never reach an integer cast.
-  int64_t which(float v) const {
-    const float n = static_cast<float>(l_.n);
-    if (!wrap_) {
-      if (!(v > 0.f)) return 0;
-      return v >= n - 1 ? l_.n - 1 : static_cast<int64_t>(v);
-    }
-    if (!std::isfinite(v)) return 0;
-    int64_t k = static_cast<int64_t>(std::fmod(std::trunc(v), n));
-    return k < 0 ? k + l_.n : k;
-  }
+  int64_t which(float v) const { return wrap_ ? tensor::wrap_index(v, l_.n) : tensor::clip_index(v, l_.n); }
   bool wrap_;
   Layout3 l_;
 };

@@ -2,9 +2,8 @@
 // index (truncated) selecting a slice: clipped into range (clip), taken modulo the axis size
 // (wrap), or an error when out of range (raise). The gradient adds each output slice back
 // into the slice it came from; the indices get none.
-#include <cmath>
-
 #include "ops/infer.h"
+#include "ops/tensor/index_util.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace loom {
@@ -78,24 +77,15 @@ class TakeKernel final : public Kernel {
   }
 
  private:
-  // Each index truncated toward zero, then clipped, wrapped or checked. Compared in float
-  // first so NaN and huge values never reach an integer cast.
+  // Each index truncated toward zero, then clipped, wrapped or checked.
   std::vector<int64_t> resolve(const float* idx) const {
     std::vector<int64_t> rows(static_cast<size_t>(count_));
-    const float n = static_cast<float>(n_);
     for (int64_t j = 0; j < count_; ++j) {
       const float v = idx[j];
-      int64_t k;
-      if (mode_ == "wrap") {
-        k = std::isfinite(v) ? static_cast<int64_t>(std::fmod(std::trunc(v), n)) : 0;
-        if (k < 0) k += n_;
-      } else if (mode_ == "raise" && !(v > -1.f && v < n)) {
+      if (mode_ == "raise" && !(v > -1.f && v < static_cast<float>(n_)))
         throw Error("node '" + name_ + "' (op take): index " + std::to_string(v) +
                     " is out of range for an axis of size " + std::to_string(n_));
-      } else {
-        k = !(v > 0.f) ? 0 : v >= n - 1 ? n_ - 1 : static_cast<int64_t>(v);
-      }
-      rows[static_cast<size_t>(j)] = k;
+      rows[static_cast<size_t>(j)] = mode_ == "wrap" ? tensor::wrap_index(v, n_) : tensor::clip_index(v, n_);
     }
     return rows;
   }

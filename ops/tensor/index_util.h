@@ -1,0 +1,24 @@
+// Float indices as MXNet's indexing ops read them (pick, take, one_hot): truncated toward
+// zero, then clipped into [0, n) or wrapped modulo n. Compared in float first, so NaN and
+// huge values never reach an integer cast (undefined behaviour).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace loom::tensor {
+
+/// int(v) clipped into [0, n).
+inline int64_t clip_index(float v, int64_t n) {
+  if (!(v > 0.f)) return 0;
+  return v >= static_cast<float>(n - 1) ? n - 1 : static_cast<int64_t>(v);
+}
+
+/// int(v) modulo n, in [0, n) (non-finite values give 0).
+inline int64_t wrap_index(float v, int64_t n) {
+  if (!std::isfinite(v)) return 0;
+  const int64_t k = static_cast<int64_t>(std::fmod(std::trunc(v), static_cast<float>(n)));
+  return k < 0 ? k + n : k;
+}
+
+}  // namespace loom::tensor
