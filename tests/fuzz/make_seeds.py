@@ -2,8 +2,9 @@
 
 Run from the repository root with the built package and NumPy:
     PYTHONPATH=build/python .venv/bin/python tests/fuzz/make_seeds.py
-Model JSON files are copied from ../shared/models separately (scripts/fuzz.sh --seed does both).
-The committed corpora are these seeds plus what `-merge=1` kept from fuzzing campaigns.
+The model files of fuzz_json (model_*.json) are verbatim copies of ../shared/models/*.json;
+finding_* files are the inputs of past findings; the other files are what `scripts/fuzz.sh
+merge` (libFuzzer -merge=1) kept from campaigns.
 """
 import io
 import os
