@@ -9,5 +9,9 @@ bash scripts/build.sh
 # stops the run: the conformance suite is never skipped silently.
 LOOM_ORACLE_PYTHON="$(bash scripts/setup_oracle.sh)"
 export LOOM_ORACLE_PYTHON
-cd build
-ctest -j "$(nproc)" --output-on-failure --timeout 600
+(cd build && ctest -j "$(nproc)" --output-on-failure --timeout 600)
+# The C++ and Python tests once more under AddressSanitizer + UndefinedBehaviorSanitizer, in
+# build-asan/ (scripts/sanitize.sh); LOOM_SANITIZE=0 skips that.
+if [ "${LOOM_SANITIZE:-1}" != 0 ]; then
+  bash scripts/sanitize.sh
+fi
