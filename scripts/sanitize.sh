@@ -31,19 +31,19 @@ if ((build)); then
   bash scripts/setup.sh
   generator=()
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-  if [ ! -f "$bdir/CMakeCache.txt" ]; then
-    # -O1 -g without NDEBUG: compiles in 2/3 of -O2's time, asserts stay on, stacks are
-    # readable. -fexpensive-optimizations (part of -O2) contracts a*b+c into FMAs as the
-    # release build does: tests that check float results to the ulp (the EMA debias) see the
-    # release build's rounding. x86-64-v3 (AVX2, FMA), not -march=native: with AVX-512, gcc 12
-    # puts 64-byte-aligned vector slots in frames that ASan's use-after-return fake stack
-    # aligns less, and an aligned load there faults (SEGV in a test body building an
-    # initializer list; a toolchain bug, not Loom's). Both CPU kinds CI runs on have v3.
-    cmake -S . -B "$bdir" "${generator[@]}" -DLOOM_SANITIZE=ON -DLOOM_CUDA=OFF \
-      -DLOOM_NATIVE=OFF -DCMAKE_CXX_FLAGS="-march=x86-64-v3" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -fexpensive-optimizations -g" \
-      -DPython_EXECUTABLE="$py" >/dev/null
-  fi
+  # Configured on every run (a no-op when nothing changed), so a build-asan/ from an older
+  # version of this script picks up the flags below.
+  # -O1 -g without NDEBUG: compiles in 2/3 of -O2's time, asserts stay on, stacks are
+  # readable. -fexpensive-optimizations (part of -O2) contracts a*b+c into FMAs as the
+  # release build does: tests that check float results to the ulp (the EMA debias) see the
+  # release build's rounding. x86-64-v3 (AVX2, FMA), not -march=native: with AVX-512, gcc 12
+  # puts 64-byte-aligned vector slots in frames that ASan's use-after-return fake stack
+  # aligns less, and an aligned load there faults (SEGV in a test body building an
+  # initializer list; a toolchain bug, not Loom's). Both CPU kinds CI runs on have v3.
+  cmake -S . -B "$bdir" "${generator[@]}" -DLOOM_SANITIZE=ON -DLOOM_CUDA=OFF \
+    -DLOOM_NATIVE=OFF -DCMAKE_CXX_FLAGS="-march=x86-64-v3" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -fexpensive-optimizations -g" \
+    -DPython_EXECUTABLE="$py" >/dev/null
   start=$SECONDS
   cmake --build "$bdir" -j "$(nproc)"
   echo "sanitize: build took $((SECONDS - start)) s"
@@ -58,9 +58,11 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 # ctest without its pytest entries (they need the runtime preloaded: below); loom_tests_avx2
 # runs loom_tests again with oneDNN capped at AVX2 (8-channel blocked layouts, no Winograd).
+# A failure does not stop the later runs; the script fails at the end.
+status=0
 start=$SECONDS
 (cd "$bdir" && ctest -j "$(nproc)" --output-on-failure --timeout 900 \
-  -E '^(python_tests.*|conformance)$')
+  -E '^(python_tests.*|conformance)$') || status=1
 echo "sanitize: ctest took $((SECONDS - start)) s"
 
 if ((python)); then
@@ -74,6 +76,7 @@ if ((python)); then
   start=$SECONDS
   LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
     PYTHONMALLOC=malloc PYTHONPATH="$root/$bdir/python" LOOM_CLI="$root/$bdir/bin/loom" \
-    "$py" -m pytest -q -p no:cacheprovider tests/python
+    "$py" -m pytest -q -p no:cacheprovider tests/python || status=1
   echo "sanitize: Python tests took $((SECONDS - start)) s"
 fi
+exit $status
