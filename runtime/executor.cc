@@ -330,10 +330,10 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
   plan_ = plan_memory(eg_, external, pinned);
   {
     uint32_t largest = kNoEntry;
+    int64_t largest_bytes = -1;
     for (uint32_t e = 0; e < ne; ++e)
-      if (plan_.storage[e] != kNoEntry &&
-          (largest == kNoEntry || eg_.shapes[e].bytes(eg_.types[e]) > eg_.shapes[largest].bytes(eg_.types[largest])))
-        largest = e;
+      if (plan_.storage[e] != kNoEntry && eg_.shapes[e].bytes(eg_.types[e]) > largest_bytes)
+        largest = e, largest_bytes = eg_.shapes[e].bytes(eg_.types[e]);
     if (largest != kNoEntry)
       check_fits(g, eg_, dev_, plan_.total_bytes, largest, "the executor's intermediate arrays");
   }

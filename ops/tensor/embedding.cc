@@ -2,6 +2,7 @@
 // The indices get no gradient; the weight gradient accumulates the rows of the output
 // gradient at each looked-up index.
 #include "ops/infer.h"
+#include "ops/tensor/index_util.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace loom {
@@ -83,12 +84,7 @@ class EmbeddingKernel final : public Kernel {
 
  private:
   // MXNet truncates the float index toward zero and clips it into [0, input_dim).
-  // Clipping in float first keeps NaN and huge values away from the integer cast.
-  int64_t row_of(float v) const {
-    if (!(v > 0.f)) return 0;
-    if (v >= static_cast<float>(rows_ - 1)) return rows_ - 1;
-    return static_cast<int64_t>(v);
-  }
+  int64_t row_of(float v) const { return tensor::clip_index(v, rows_); }
   int64_t rows_, dim_, n_;
 };
 

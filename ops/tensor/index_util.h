@@ -1,4 +1,4 @@
-// Float indices as MXNet's indexing ops read them (pick, take, one_hot): truncated toward
+// Float indices as MXNet's indexing ops read them (pick, take, Embedding, softmax_cross_entropy): truncated toward
 // zero, then clipped into [0, n) or wrapped modulo n. Compared in float first, so NaN and
 // huge values never reach an integer cast (undefined behaviour).
 #pragma once

@@ -36,7 +36,9 @@ void infer_take_type(const OpAttrs& a, std::vector<DType>& in, std::vector<DType
 
 class TakeKernel final : public Kernel {
  public:
-  explicit TakeKernel(const KernelArgs& a) : name_(a.attrs.name), mode_(a.attrs.param<TakeParam>().mode) {
+  explicit TakeKernel(const KernelArgs& a) : name_(a.attrs.name) {
+    const std::string& m = a.attrs.param<TakeParam>().mode;
+    mode_ = m == "wrap" ? Mode::kWrap : m == "raise" ? Mode::kRaise : Mode::kClip;
     tensor::check_f32(a);
     const Shape& s = a.in_shapes[0];
     int ax = tensor::norm_axis(a.attrs.param<TakeParam>().axis, s.ndim(), "axis");
@@ -52,10 +54,9 @@ class TakeKernel final : public Kernel {
     const float *x = in[0].cdata<float>(), *idx = in[1].cdata<float>();
     float* y = out[0].data<float>();
     const bool add = req[0] == Req::kAdd;
-    std::vector<int64_t> rows = resolve(idx);
     for (int64_t o = 0; o < outer_; ++o)
       for (int64_t j = 0; j < count_; ++j) {
-        const float* src = x + (o * n_ + rows[static_cast<size_t>(j)]) * inner_;
+        const float* src = x + (o * n_ + row(idx[j])) * inner_;
         float* dst = y + (o * count_ + j) * inner_;
         for (int64_t i = 0; i < inner_; ++i) dst[i] = add ? dst[i] + src[i] : src[i];
       }
@@ -67,29 +68,27 @@ class TakeKernel final : public Kernel {
     if (req[0] != Req::kAdd) tensor::fill_req(ig[0], req[0], 0.f);
     const float* g = og[0].cdata<float>();
     float* dx = ig[0].data<float>();
-    std::vector<int64_t> rows = resolve(in[1].cdata<float>());
+    const float* idx = in[1].cdata<float>();
     for (int64_t o = 0; o < outer_; ++o)
       for (int64_t j = 0; j < count_; ++j) {
-        float* dst = dx + (o * n_ + rows[static_cast<size_t>(j)]) * inner_;
+        float* dst = dx + (o * n_ + row(idx[j])) * inner_;
         const float* src = g + (o * count_ + j) * inner_;
         for (int64_t i = 0; i < inner_; ++i) dst[i] += src[i];
       }
   }
 
  private:
-  // Each index truncated toward zero, then clipped, wrapped or checked.
-  std::vector<int64_t> resolve(const float* idx) const {
-    std::vector<int64_t> rows(static_cast<size_t>(count_));
-    for (int64_t j = 0; j < count_; ++j) {
-      const float v = idx[j];
-      if (mode_ == "raise" && !(v > -1.f && v < static_cast<float>(n_)))
-        throw Error("node '" + name_ + "' (op take): index " + std::to_string(v) +
-                    " is out of range for an axis of size " + std::to_string(n_));
-      rows[static_cast<size_t>(j)] = mode_ == "wrap" ? tensor::wrap_index(v, n_) : tensor::clip_index(v, n_);
-    }
-    return rows;
+  // An index truncated toward zero, then clipped, wrapped or checked.
+  int64_t row(float v) const {
+    if (mode_ == Mode::kWrap) return tensor::wrap_index(v, n_);
+    if (mode_ == Mode::kRaise && !(v > -1.f && v < static_cast<float>(n_)))
+      throw Error("node '" + name_ + "' (op take): index " + std::to_string(v) +
+                  " is out of range for an axis of size " + std::to_string(n_));
+    return tensor::clip_index(v, n_);
   }
-  std::string name_, mode_;
+  enum class Mode { kClip, kWrap, kRaise };
+  std::string name_;
+  Mode mode_;
   int64_t outer_ = 1, inner_ = 1, n_ = 1, count_ = 0;
 };
 
