@@ -2,7 +2,9 @@
 
 mx.sym / mx.symbol (Symbol, Variable, Group, every op), mx.nd / mx.ndarray (NDArray, every
 op imperatively, save/load), mx.cpu() / mx.gpu(i) / mx.Context, mx.operator (custom ops in
-Python), mx.model (checkpoints), mx.name, mx.AttrScope, mx.random."""
+Python), mx.model (checkpoints, FeedForward), mx.name, mx.AttrScope, mx.random / mx.rnd, and
+when present mx.mod (Module), mx.callback, mx.kv, mx.optimizer, mx.io, mx.recordio, mx.image,
+mx.mon, mx.profiler, mx.test_utils."""
 import os as _os
 
 # OpenMP threads that spin at barriers lose badly whenever another process wants the core
@@ -55,4 +57,17 @@ _optional("visualization", "visualization", "viz")
 _optional("lr_scheduler", "lr_scheduler")
 _optional("optimizer", "optimizer")
 _optional("train", "train")
+_optional("callback", "callback")
+_optional("kvstore", "kvstore", "kv")
+_optional("module", "module", "mod")
+_optional("monitor", "monitor", "mon")
+_optional("profiler", "profiler")
+_optional("recordio", "recordio")
+_optional("image", "image", "img")
+_optional("contrib", "contrib")
+_optional("runtime", "runtime")
+_optional("util", "util")
+_optional("engine", "engine")
+_optional("test_utils", "test_utils")
 del _optional
+rnd = random
