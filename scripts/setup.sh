@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Installs what Loom's build needs (Debian packages), only when something is missing, and
 # the Python environment .venv (numpy, pybind11, pytest from PyPI), created once and reused.
+#
+#   setup.sh          everything the test command needs
+#   setup.sh --demo   only what the demo's C++ build needs (no test libraries, no .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs=(cmake g++ make ninja-build libdnnl-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev graphviz)
+demo=0
+[ "${1:-}" = "--demo" ] && demo=1
+pkgs=(cmake g++ make ninja-build libdnnl-dev nlohmann-json3-dev)
+((demo)) || pkgs+=(libgtest-dev libbenchmark-dev graphviz)
 # Python: venv support and headers for the extension, unless python3 on PATH has both.
-if ! command -v python3 >/dev/null 2>&1; then
+if ((demo)); then
+  :
+elif ! command -v python3 >/dev/null 2>&1; then
   pkgs+=(python3 python3-venv python3-dev)
 else
   python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || pkgs+=(python3-venv)
@@ -23,8 +31,11 @@ if ((${#missing[@]})); then
     exit 1
   fi
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt_opts=(-y -qq)
+  ((demo)) && apt_opts+=(--no-install-recommends)  # the demo's first epoch is on the clock
+  DEBIAN_FRONTEND=noninteractive apt-get install "${apt_opts[@]}" "${missing[@]}" >/dev/null
 fi
+((demo)) && exit 0
 
 # Pinned so CI is reproducible; graphviz renders mx.viz pictures.
 py_pkgs=(numpy==2.4.6 pybind11==3.1.0 pytest==9.2.0 graphviz==0.21)
