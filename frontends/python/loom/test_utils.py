@@ -1,0 +1,1089 @@
+"""mx.test_utils: helpers for testing operators and networks (MXNet 1.x compatible names).
+
+Comparisons (assert_almost_equal, ...), random inputs, executor-based checks
+(check_symbolic_forward / check_symbolic_backward / check_numeric_gradient /
+check_consistency / check_speed), statistical checks of random generators
+(chi_square_check, verify_generator, ...), datasets (get_mnist, get_mnist_iterator) and
+environment helpers. Everything runs on Loom's own executors and NDArrays."""
+import contextlib
+import gzip
+import math
+import numbers
+import os
+import platform
+import struct
+import time
+import traceback
+
+import numpy as np
+import numpy.testing as npt
+
+from . import context as _context
+from . import ndarray as _nd
+from . import symbol as _sym
+from .base import LoomError
+from .context import Context, cpu, current_context
+
+NDArray = _nd.NDArray
+Symbol = _sym.Symbol
+
+# ---------------------------------------------------------------------------------------
+# defaults
+
+_default_ctx = [None]
+
+
+def default_context():
+    """The context tests run on: the one set by set_default_context, else the current one."""
+    return _default_ctx[0] if _default_ctx[0] is not None else current_context()
+
+
+def set_default_context(ctx):
+    _default_ctx[0] = ctx
+
+
+def default_dtype():
+    return np.float32
+
+
+def _dt(t):
+    return np.dtype(t)
+
+
+def default_rtols():
+    tols = {_dt(np.float16): 1e-2, _dt(np.float32): 1e-4, _dt(np.float64): 1e-5}
+    for t in (np.bool_, np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64):
+        tols[_dt(t)] = 0
+    return tols
+
+
+def default_atols():
+    tols = {_dt(np.float16): 1e-1, _dt(np.float32): 1e-3, _dt(np.float64): 1e-20}
+    for t in (np.bool_, np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64):
+        tols[_dt(t)] = 0
+    return tols
+
+
+def default_numeric_eps():
+    """Finite-difference step per dtype (powers of two, exact as input deltas)."""
+    return {_dt(np.float16): 2.0 ** -6, _dt(np.float32): 2.0 ** -9,
+            _dt(np.float64): 2.0 ** -14}
+
+
+def effective_dtype(dat):
+    return np.dtype(dat.dtype)
+
+
+def get_tolerance(dat, tol, default_tol):
+    """tol if it is a number, else its entry (or the default) for dat's dtype."""
+    if isinstance(tol, numbers.Number):
+        return tol
+    dtype = effective_dtype(dat)
+    tol = tol or {}
+    return tol.get(dtype, default_tol.get(dtype, 0))
+
+
+def get_tols(x, y, rtol, atol):
+    """(rtol, atol) for comparing x and y: the looser default of the two dtypes unless
+    given."""
+    x = np.array(x) if isinstance(x, numbers.Number) else x
+    y = np.array(y) if isinstance(y, numbers.Number) else y
+    return (max(get_tolerance(x, rtol, default_rtols()), get_tolerance(y, rtol, default_rtols())),
+            max(get_tolerance(x, atol, default_atols()), get_tolerance(y, atol, default_atols())))
+
+
+def get_atol(atol=None, dtype=np.dtype(np.float64)):
+    return default_atols()[np.dtype(dtype)] if atol is None else atol
+
+
+def get_rtol(rtol=None, dtype=np.dtype(np.float64)):
+    return default_rtols()[np.dtype(dtype)] if rtol is None else rtol
+
+
+def get_etol(etol=None):
+    return 0 if etol is None else etol
+
+
+# ---------------------------------------------------------------------------------------
+# random inputs
+
+def random_arrays(*shapes):
+    """Standard-normal float32 arrays, one per shape (a single array for one shape)."""
+    out = []
+    for s in shapes:
+        if len(s) == 0:
+            out.append(np.array(np.random.randn(), dtype=default_dtype()))
+        else:
+            out.append(np.random.randn(*s).astype(default_dtype()))
+    return out[0] if len(out) == 1 else out
+
+
+def random_uniform_arrays(*shapes, **kwargs):
+    low = kwargs.pop("low", 0.0)
+    high = kwargs.pop("high", 1.0)
+    dtype = kwargs.pop("dtype", default_dtype())
+    if kwargs:
+        raise TypeError("Got unexpected argument/s : " + str(kwargs.keys()))
+    return [np.random.uniform(low, high, size=s).astype(dtype) for s in shapes]
+
+
+def random_sample(population, k):
+    """k distinct elements of `population` in random order."""
+    if not 0 <= k <= len(population):
+        raise ValueError("random_sample: k=%d out of range for %d elements" % (k, len(population)))
+    idx = np.random.permutation(len(population))[:k]
+    return [population[i] for i in idx]
+
+
+def rand_shape_2d(dim0=10, dim1=10, allow_zero_size=False):
+    low = 0 if allow_zero_size else 1
+    return np.random.randint(low, dim0 + 1), np.random.randint(low, dim1 + 1)
+
+
+def rand_shape_3d(dim0=10, dim1=10, dim2=10, allow_zero_size=False):
+    low = 0 if allow_zero_size else 1
+    return (np.random.randint(low, dim0 + 1), np.random.randint(low, dim1 + 1),
+            np.random.randint(low, dim2 + 1))
+
+
+def rand_shape_nd(num_dim, dim=10, allow_zero_size=False):
+    low = 0 if allow_zero_size else 1
+    return tuple(np.random.randint(low, dim + 1, size=num_dim))
+
+
+def rand_coord_2d(x_low, x_high, y_low, y_high):
+    return np.random.randint(x_low, x_high), np.random.randint(y_low, y_high)
+
+
+def rand_ndarray(shape, stype="default", density=None, dtype=None, modifier_func=None,
+                 shuffle_csr_indices=False, distribution=None, ctx=None):
+    """A dense NDArray of uniform [0, 1) values. Sparse storage types are not supported by
+    Loom and raise LoomError."""
+    if stype != "default":
+        raise LoomError("rand_ndarray: storage type '%s' is not supported by Loom (dense "
+                        "arrays only)" % stype)
+    dtype = default_dtype() if dtype is None else dtype
+    return _nd.array(np.random.uniform(size=shape).astype(dtype), ctx=ctx, dtype=dtype)
+
+
+def rand_sparse_ndarray(*args, **kwargs):
+    raise LoomError("sparse NDArrays (csr/row_sparse) are not supported by Loom")
+
+
+def create_sparse_array(*args, **kwargs):
+    raise LoomError("sparse NDArrays (csr/row_sparse) are not supported by Loom")
+
+
+def np_reduce(dat, axis, keepdims, numpy_reduce_func):
+    """Reduces `dat` over `axis` (int, list or None) one axis at a time."""
+    axes = [axis] if isinstance(axis, int) else (list(range(dat.ndim)) if axis is None
+                                                 else list(axis))
+    axes = [a % dat.ndim if dat.ndim else a for a in axes]
+    ret = dat
+    for a in sorted(axes, reverse=True):
+        ret = numpy_reduce_func(ret, axis=a)
+    if keepdims:
+        shape = [1 if i in axes else s for i, s in enumerate(dat.shape)]
+        ret = np.asarray(ret).reshape(shape)
+    return ret
+
+
+# ---------------------------------------------------------------------------------------
+# comparisons
+
+def _as_np(x):
+    if isinstance(x, NDArray):
+        return x.asnumpy()
+    return x
+
+
+def same(a, b):
+    """True when the arrays have the same shape and elements."""
+    return np.array_equal(_as_np(a), _as_np(b))
+
+
+def reldiff(a, b):
+    """sum|a - b| / sum(|a| + |b|) (0 when both are zero)."""
+    a, b = _as_np(a), _as_np(b)
+    diff = np.sum(np.abs(a - b))
+    norm = np.sum(np.abs(a)) + np.sum(np.abs(b))
+    if diff == 0:
+        return 0
+    return diff / norm
+
+
+def checkShapes(a, b):
+    if a.shape != b.shape:
+        raise AssertionError(npt.build_err_msg(
+            [a, b], err_msg="a.shape = %s and b.shape = %s are not equal" % (a.shape, b.shape)))
+
+
+def almost_equal(a, b, rtol=None, atol=None, equal_nan=False, use_broadcast=True):
+    """np.allclose with MXNet's defaults (float64 tolerances when not given)."""
+    a, b = _as_np(a), _as_np(b)
+    if not use_broadcast:
+        checkShapes(a, b)
+    return np.allclose(a, b, rtol=get_rtol(rtol), atol=get_atol(atol), equal_nan=equal_nan)
+
+
+def _worst(a, b, rtol, atol):
+    """(index, violation) of the element furthest outside atol + rtol*|b|."""
+    with np.errstate(invalid="ignore"):
+        diff = np.where(np.equal(a, b), 0, np.abs(a - b))
+        ratio = diff / (atol + rtol * np.abs(b) + 1e-20)
+    if ratio.size == 0:
+        return (), 0.0
+    flat = np.nan_to_num(ratio, nan=np.inf).ravel()
+    i = int(np.argmax(flat))
+    return tuple(int(j) for j in np.unravel_index(i, ratio.shape)), float(flat[i])
+
+
+def locationError(a, b, index, names, maxError=False):
+    return "Location of %serror: %s, %s=%.8f, %s=%.8f" % (
+        "maximum " if maxError else "", str(index), names[0], a[index], names[1], b[index])
+
+
+def _fail_message(a, b, rtol, atol, names, equal_nan, mismatches):
+    index, rel = _worst(a, b, rtol, atol)
+    if index == ():
+        return "Error %f exceeds tolerance rtol=%e, atol=%e.\n" % (rel, rtol, atol)
+    # count elements outside tolerance (up to mismatches[1] when positive)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    nbad = int(np.count_nonzero(bad))
+    limit = mismatches[1]
+    shown = nbad if limit <= 0 else min(nbad, limit)
+    degree = "at least " if 0 < limit < nbad else ""
+    print("\n*** Maximum errors for vector of size %d:  rtol=%s, atol=%s\n" %
+          (a.size, rtol, atol))
+    order = np.argsort(-np.nan_to_num(
+        np.where(bad, np.abs(a - b) / (atol + rtol * np.abs(b) + 1e-20), 0), nan=np.inf),
+        axis=None)
+    for k, flat in enumerate(order[:min(shown, mismatches[0])]):
+        idx = tuple(int(j) for j in np.unravel_index(flat, a.shape))
+        _, r = _worst(np.asarray(a[idx]), np.asarray(b[idx]), rtol, atol)
+        print("%3d: Error %f  %s" % (k + 1, r, locationError(a, b, idx, names)))
+    return ("Error %f exceeds tolerance rtol=%e, atol=%e (mismatch %s%f%%).\n%s" %
+            (rel, rtol, atol, degree, 100.0 * shown / a.size,
+             locationError(a, b, index, names, maxError=True)))
+
+
+def assert_almost_equal(a, b, rtol=None, atol=None, names=("a", "b"), equal_nan=False,
+                        use_broadcast=True, mismatches=(10, 10)):
+    """Raises AssertionError unless |a - b| <= atol + rtol*|b| elementwise. Tolerances
+    default per dtype (float32: rtol 1e-4, atol 1e-3). The message names the worst element
+    and the share of mismatches."""
+    rtol, atol = get_tols(a, b, rtol, atol)
+    a, b = np.asarray(_as_np(a)), np.asarray(_as_np(b))
+    if not use_broadcast:
+        checkShapes(a, b)
+    if a.dtype == np.bool_ and b.dtype == np.bool_:
+        npt.assert_equal(a, b)
+        return
+    if a.shape != b.shape:
+        try:
+            a, b = np.broadcast_arrays(a, b)
+        except ValueError:
+            raise AssertionError("shapes %s and %s do not broadcast (%s vs %s)" %
+                                 (a.shape, b.shape, names[0], names[1]))
+    if np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan):
+        return
+    msg = _fail_message(a, b, rtol, atol, names, equal_nan, mismatches)
+    with np.printoptions(threshold=4, suppress=True):
+        raise AssertionError(npt.build_err_msg([a, b], err_msg=msg))
+
+
+def assert_allclose(a, b, rtol=1e-07, atol=0, equal_nan=True):
+    assert_almost_equal(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+def assert_almost_equal_with_err(a, b, rtol=None, atol=None, etol=None, names=("a", "b"),
+                                 equal_nan=False, mismatches=(10, 10)):
+    """Like assert_almost_equal, but passes while the fraction of mismatching elements is at
+    most etol."""
+    etol = get_etol(etol)
+    if etol <= 0:
+        assert_almost_equal(a, b, rtol=rtol, atol=atol, names=names, equal_nan=equal_nan)
+        return
+    rtol, atol = get_tols(a, b, rtol, atol)
+    a, b = np.asarray(_as_np(a)), np.asarray(_as_np(b))
+    close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    err = 1.0 - np.count_nonzero(close) / close.size
+    if err > etol:
+        msg = _fail_message(a, b, rtol, atol, names, equal_nan, mismatches)
+        with np.printoptions(threshold=4, suppress=True):
+            raise AssertionError(npt.build_err_msg([a, b], err_msg=msg))
+
+
+def assert_almost_equal_ignore_nan(a, b, rtol=None, atol=None, names=("a", "b")):
+    a = np.array(_as_np(a), copy=True)
+    b = np.array(_as_np(b), copy=True)
+    nan = np.isnan(a) | np.isnan(b)
+    a[nan] = 0
+    b[nan] = 0
+    assert_almost_equal(a, b, rtol, atol, names)
+
+
+def assert_exception(f, exception_type, *args, **kwargs):
+    """Asserts that f(*args, **kwargs) raises exception_type."""
+    try:
+        f(*args, **kwargs)
+    except exception_type:
+        return
+    raise AssertionError("%s did not raise %s" % (getattr(f, "__name__", f),
+                                                   exception_type.__name__))
+
+
+def retry(n):
+    """Decorator: reruns a stochastic test up to n times while it fails an assertion."""
+    if n <= 0:
+        raise ValueError("retry: n must be positive")
+
+    def decorate(f):
+        def wrapper(*args, **kwargs):
+            for i in range(n):
+                try:
+                    return f(*args, **kwargs)
+                except AssertionError:
+                    if i == n - 1:
+                        raise
+        wrapper.__name__ = f.__name__
+        wrapper.__doc__ = f.__doc__
+        return wrapper
+    return decorate
+
+
+def same_array(array1, array2):
+    """True when the two NDArrays share memory (a write to one shows in the other)."""
+    if array1.shape != array2.shape:
+        return False
+    if hasattr(array1, "_same_memory"):
+        return bool(array1._same_memory(array2))
+    return False
+
+
+def compare_ndarray_tuple(t1, t2, rtol=None, atol=None):
+    if t1 is None or t2 is None:
+        return
+    if isinstance(t1, tuple):
+        for s1, s2 in zip(t1, t2):
+            compare_ndarray_tuple(s1, s2, rtol, atol)
+    else:
+        assert_almost_equal(t1, t2, rtol=rtol, atol=atol)
+
+
+def collapse_sum_like(a, shape):
+    """Sums `a` over the axes broadcasting added to reach a.shape from `shape`."""
+    shape = tuple(shape)
+    if len(a.shape) < len(shape):
+        raise ValueError("collapse_sum_like: %s has fewer axes than %s" % (a.shape, shape))
+    if a.size == 0 or int(np.prod(shape)) == 0:
+        return np.zeros(shape, dtype=a.dtype)
+    lead = len(a.shape) - len(shape)
+    axes = list(range(lead))
+    for i, s in enumerate(shape):
+        if s != a.shape[lead + i]:
+            if s != 1:
+                raise ValueError("collapse_sum_like: %s does not broadcast to %s" %
+                                 (shape, a.shape))
+            axes.append(lead + i)
+    return np.sum(a, axis=tuple(axes)).reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------
+# executors
+
+def simple_forward(sym, ctx=None, is_train=False, **inputs):
+    """Runs sym on NumPy inputs (by argument name); returns NumPy output(s)."""
+    ctx = ctx or default_context()
+    exe = sym.bind(ctx, args={k: _nd.array(v) for k, v in inputs.items()})
+    exe.forward(is_train=is_train)
+    outs = [o.asnumpy() for o in exe.outputs]
+    return outs[0] if len(outs) == 1 else outs
+
+
+def _to_nd(v, ctx, dtype):
+    if isinstance(v, NDArray):
+        return v
+    v = np.asarray(v)
+    return _nd.array(v, ctx=ctx, dtype=v.dtype if dtype == "asnumpy" else dtype)
+
+
+def _check_dtype(dtype):
+    if not (dtype == "asnumpy" or dtype in (np.float16, np.float32, np.float64)):
+        raise ValueError("dtype must be 'asnumpy', np.float16, np.float32 or np.float64")
+
+
+def _parse_location(sym, location, ctx, dtype=default_dtype()):
+    """{argument name: NDArray} from a list (list_arguments order) or dict of arrays."""
+    _check_dtype(dtype)
+    names = sym.list_arguments()
+    if isinstance(location, dict):
+        if set(location) != set(names):
+            raise ValueError("Symbol arguments and keys of the given location do not match. "
+                             "symbol args:%s, location.keys():%s" %
+                             (sorted(names), sorted(location)))
+    elif isinstance(location, (list, tuple)):
+        if len(location) != len(names):
+            raise ValueError("%d values given for %d arguments (%s)" %
+                             (len(location), len(names), ", ".join(names)))
+        location = dict(zip(names, location))
+    else:
+        raise TypeError("location must be a list, tuple or dict")
+    return {k: _to_nd(location[k], ctx, dtype) for k in sorted(location)}
+
+
+def _parse_aux_states(sym, aux_states, ctx, dtype=default_dtype()):
+    _check_dtype(dtype)
+    if aux_states is None:
+        return None
+    names = sym.list_auxiliary_states()
+    if isinstance(aux_states, dict):
+        if set(aux_states) != set(names):
+            raise ValueError("Symbol aux_states names and given aux_states do not match. "
+                             "symbol aux_names:%s, aux_states.keys:%s" %
+                             (sorted(names), sorted(aux_states)))
+    else:
+        aux_states = dict(zip(names, aux_states))
+    return {k: _to_nd(v, ctx, dtype) for k, v in aux_states.items()}
+
+
+def numeric_grad(executor, location, aux_states=None, eps=1e-4, use_forward_train=True,
+                 dtype=default_dtype()):
+    """Central finite differences of sum(outputs[0]) with respect to every floating point
+    argument in `location` (dict name -> NumPy array), through the bound `executor`."""
+    grads = {k: np.zeros(np.shape(v), dtype=dtype) for k, v in location.items()}
+    location = {k: np.array(v, dtype=dtype, copy=True, order="C")
+                for k, v in location.items()}
+    for k, v in location.items():
+        executor.arg_dict[k][:] = v
+
+    def run():
+        if aux_states is not None:
+            for name, val in aux_states.items():
+                executor.aux_dict[name][:] = val
+        executor.forward(is_train=use_forward_train)
+        return executor.outputs[0].asnumpy().astype(np.float64)
+
+    for k, v in location.items():
+        if v.dtype.kind != "f":
+            continue
+        flat = v.reshape(-1)
+        target = executor.arg_dict[k]
+        for i in range(flat.size):
+            orig = flat[i]
+            flat[i] = orig + eps / 2.0
+            target[:] = v
+            f_plus = run()
+            flat[i] = orig - eps / 2.0
+            target[:] = v
+            f_minus = run()
+            grads[k].reshape(-1)[i] = (f_plus - f_minus).sum() / eps
+            flat[i] = orig
+        target[:] = v
+    return grads
+
+
+def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rtol=None,
+                           atol=None, grad_nodes=None, use_forward_train=True, ctx=None,
+                           grad_stype_dict=None, dtype=default_dtype()):
+    """Checks the symbol's backward pass against finite differences.
+
+    The first output is multiplied by a fixed random projection and summed, so every output
+    element takes part; the gradient the executor computes for each node in grad_nodes
+    (default: all arguments; a dict gives grad_req per node: 'write', 'add' or 'null') is
+    compared with the numeric one. Raises AssertionError on a mismatch."""
+    if dtype not in (np.float16, np.float32, np.float64):
+        raise ValueError("check_numeric_gradient: dtype must be a float type")
+    ctx = ctx or default_context()
+    location = _parse_location(sym, location, ctx, dtype)
+    location_np = {k: v.asnumpy() for k, v in location.items()}
+    aux = _parse_aux_states(sym, aux_states, ctx, dtype)
+    aux_np = None if aux is None else {k: v.asnumpy() for k, v in aux.items()}
+    if grad_nodes is None:
+        grad_nodes = sym.list_arguments()
+        grad_req = {k: "write" for k in grad_nodes}
+    elif isinstance(grad_nodes, (list, tuple)):
+        grad_nodes = list(grad_nodes)
+        grad_req = {k: "write" for k in grad_nodes}
+    elif isinstance(grad_nodes, dict):
+        grad_req = dict(grad_nodes)
+        grad_nodes = list(grad_nodes)
+    else:
+        raise ValueError("grad_nodes must be None, a list or a dict")
+    _, out_shapes, _ = sym.infer_shape(**{k: v.shape for k, v in location.items()})
+    if out_shapes is None:
+        raise ValueError("check_numeric_gradient: cannot infer the output shape")
+    proj_name = "__random_proj"
+    proj = _sym.Variable(proj_name)
+    loss = _sym.make_loss(sym * proj)
+    proj_value = np.random.rand(*out_shapes[0]) + 0.1
+    args = dict(location)
+    args[proj_name] = _nd.array(proj_value, ctx=ctx, dtype=dtype)
+    start_grads = {k: np.random.normal(0, 0.01, size=location[k].shape) for k in grad_nodes}
+    start_grads[proj_name] = np.random.normal(0, 0.01, size=out_shapes[0])
+    grad_arrays = {k: _nd.array(v, ctx=ctx, dtype=dtype) for k, v in start_grads.items()}
+    req = {k: grad_req.get(k, "null") for k in loss.list_arguments()}
+    req[proj_name] = "write"
+    exe = loss.bind(ctx, args=args, args_grad=grad_arrays, grad_req=req, aux_states=aux)
+    if len(exe.outputs) != 1:
+        raise ValueError("check_numeric_gradient: the symbol must have one output")
+    exe.forward(is_train=True)
+    eps = get_tolerance(exe.outputs[0], numeric_eps, default_numeric_eps())
+    exe.backward()
+    symbolic = {k: grad_arrays[k].asnumpy() for k in grad_nodes}
+    loc = dict(location_np)
+    loc[proj_name] = proj_value
+    numeric = numeric_grad(exe, {k: loc[k] for k in location_np}, aux_np, eps=eps,
+                           use_forward_train=use_forward_train, dtype=dtype)
+    for name in grad_nodes:
+        names = ("NUMERICAL_%s" % name, "BACKWARD_%s" % name)
+        r = grad_req[name]
+        if r == "write":
+            assert_almost_equal(numeric[name], symbolic[name], rtol, atol, names)
+        elif r == "add":
+            assert_almost_equal(numeric[name], symbolic[name] - start_grads[name], rtol, atol,
+                                names)
+        elif r == "null":
+            assert_almost_equal(start_grads[name], symbolic[name], rtol, atol, names)
+        else:
+            raise ValueError("Invalid grad_req %s for argument %s" % (r, name))
+
+
+def check_symbolic_forward(sym, location, expected, rtol=None, atol=None, aux_states=None,
+                           ctx=None, equal_nan=False, dtype=default_dtype()):
+    """Binds sym at `location`, runs forward (is_train=False) and compares each output with
+    `expected` (list in output order or dict by output name). Returns the outputs."""
+    ctx = ctx or default_context()
+    location = _parse_location(sym, location, ctx, dtype)
+    aux = _parse_aux_states(sym, aux_states, ctx, dtype)
+    if isinstance(expected, dict):
+        expected = [expected[k] for k in sym.list_outputs()]
+    grads = {k: _nd.zeros(v.shape, ctx=ctx, dtype=v.dtype) for k, v in location.items()}
+    exe = sym.bind(ctx, args=location, args_grad=grads, aux_states=aux)
+    exe.forward(is_train=False)
+    for name, expect, out in zip(sym.list_outputs(), expected, exe.outputs):
+        assert_almost_equal(expect, out, rtol, atol, ("EXPECTED_%s" % name, "FORWARD_%s" % name),
+                            equal_nan=equal_nan)
+    return exe.outputs
+
+
+def check_symbolic_backward(sym, location, out_grads, expected, rtol=None, atol=None,
+                            aux_states=None, grad_req="write", ctx=None, grad_stypes=None,
+                            equal_nan=False, dtype=default_dtype()):
+    """Runs forward (is_train=True) and backward with out_grads, and compares the argument
+    gradients with `expected` (list in list_arguments order or dict). grad_req: str, list or
+    dict; 'add' accumulates onto random starting gradients (which are subtracted before the
+    comparison), 'null' must leave them untouched. Returns the gradient arrays."""
+    ctx = ctx or default_context()
+    if grad_stypes:
+        for v in grad_stypes.values():
+            if v not in (None, "default"):
+                raise LoomError("check_symbolic_backward: sparse gradients are not supported "
+                                "by Loom")
+    location = _parse_location(sym, location, ctx, dtype)
+    aux = _parse_aux_states(sym, aux_states, ctx, dtype)
+    names = sym.list_arguments()
+    if isinstance(expected, (list, tuple)):
+        expected = dict(zip(names, expected))
+    start = {k: np.random.normal(size=np.shape(v)) for k, v in sorted(expected.items())}
+    grads = {}
+    for k, v in start.items():
+        dt = np.asarray(expected[k]).dtype if dtype == "asnumpy" else dtype
+        grads[k] = _nd.array(v, ctx=ctx, dtype=dt)
+    if isinstance(grad_req, str):
+        grad_req = {k: grad_req for k in names}
+    elif isinstance(grad_req, (list, tuple)):
+        grad_req = dict(zip(names, grad_req))
+    req = {k: grad_req.get(k, "null") for k in names}
+    exe = sym.bind(ctx, args=location, args_grad=grads, aux_states=aux, grad_req=req)
+    exe.forward(is_train=True)
+    if isinstance(out_grads, (list, tuple)):
+        out_grads = [_to_nd(g, ctx, dtype) if g is not None else None for g in out_grads]
+    elif isinstance(out_grads, dict):
+        out_grads = {k: _to_nd(g, ctx, dtype) for k, g in out_grads.items()}
+    elif isinstance(out_grads, np.ndarray):
+        out_grads = [_to_nd(out_grads, ctx, dtype)]
+    elif out_grads is not None and not isinstance(out_grads, NDArray):
+        raise TypeError("out_grads must be None, a list, a dict or an array")
+    exe.backward(out_grads)
+    for name in expected:
+        pair = ("EXPECTED_%s" % name, "BACKWARD_%s" % name)
+        got = grads[name].asnumpy()
+        r = req[name]
+        if r == "write":
+            assert_almost_equal(expected[name], got, rtol, atol, pair, equal_nan=equal_nan)
+        elif r == "add":
+            assert_almost_equal(expected[name], got - start[name], rtol, atol, pair,
+                                equal_nan=equal_nan)
+        elif r == "null":
+            assert_almost_equal(start[name], got, rtol, atol, pair, equal_nan=equal_nan)
+        else:
+            raise ValueError("Invalid grad_req %s for argument %s" % (r, name))
+    return grads
+
+
+def check_speed(sym, location=None, ctx=None, N=20, grad_req=None, typ="whole", **kwargs):
+    """Seconds per forward+backward (typ='whole') or per forward (typ='forward'), averaged
+    over N runs after one warm-up run."""
+    ctx = ctx or default_context()
+    grad_req = grad_req or "write"
+    if location is None:
+        exe = sym.simple_bind(ctx=ctx, grad_req=grad_req, **kwargs)
+        location = {k: np.random.normal(size=a.shape) for k, a in exe.arg_dict.items()}
+    else:
+        if not isinstance(location, dict):
+            raise TypeError('Expect dict, get "location"=%s' % str(location))
+        exe = sym.simple_bind(ctx=ctx, grad_req=grad_req,
+                              **{k: v.shape for k, v in location.items()})
+    for k, v in location.items():
+        exe.arg_dict[k][:] = np.asarray(v).astype(exe.arg_dict[k].dtype)
+    if typ == "whole":
+        def step():
+            exe.forward(is_train=True)
+            exe.backward(out_grads=exe.outputs)
+    elif typ == "forward":
+        def step():
+            exe.forward(is_train=False)
+    else:
+        raise ValueError('typ can only be "whole" or "forward".')
+    step()
+    tic = time.time()
+    for _ in range(N):
+        step()
+    return (time.time() - tic) / N
+
+
+def check_consistency(sym, ctx_list, scale=1.0, grad_req="write", arg_params=None,
+                      aux_params=None, rtol=None, atol=None, raise_on_err=True,
+                      ground_truth=None, equal_nan=False, use_uniform=False,
+                      rand_type=np.float64):
+    """Binds sym (or one symbol per entry) once per ctx_list entry ({'ctx': ..., shapes by
+    argument name, optional 'type_dict'}), runs the same inputs through all of them and
+    compares outputs and gradients with the most precise run (or ground_truth). Returns the
+    reference values. One entry only runs it; Loom runs every entry on the CPU."""
+    if not ctx_list:
+        raise ValueError("check_consistency: ctx_list is empty")
+    syms = [sym] * len(ctx_list) if isinstance(sym, Symbol) else list(sym)
+    if len(syms) != len(ctx_list):
+        raise ValueError("check_consistency: one symbol per ctx_list entry")
+    output_names = syms[0].list_outputs()
+    arg_names = syms[0].list_arguments()
+    exes = []
+    for s, spec in zip(syms, ctx_list):
+        spec = dict(spec)
+        ctx = spec.pop("ctx", default_context())
+        types = spec.pop("type_dict", None)
+        if s.list_arguments() != arg_names:
+            raise ValueError("check_consistency: the symbols' arguments differ")
+        exes.append(s.simple_bind(ctx=ctx, grad_req=grad_req, type_dict=types, **spec))
+    arg_params = {} if arg_params is None else dict(arg_params)
+    aux_params = {} if aux_params is None else dict(aux_params)
+    for n, arr in sorted(exes[0].arg_dict.items()):
+        if n not in arg_params:
+            if use_uniform:
+                arg_params[n] = np.random.uniform(-0.92 * scale, 0.92 * scale,
+                                                  size=arr.shape).astype(rand_type)
+            else:
+                arg_params[n] = np.random.normal(size=arr.shape, scale=scale).astype(rand_type)
+    for n in exes[0].aux_dict:
+        aux_params.setdefault(n, 0)
+    for exe in exes:
+        for n, arr in exe.arg_dict.items():
+            arr[:] = np.asarray(arg_params[n]).astype(arr.dtype) \
+                if not np.isscalar(arg_params[n]) else arg_params[n]
+        for n, arr in exe.aux_dict.items():
+            arr[:] = aux_params[n]
+    dtypes = [np.dtype(e.outputs[0].dtype) for e in exes]
+    ref = int(np.argmax([d.itemsize for d in dtypes]))
+
+    def compare(stage, values, idx, gt):
+        for name, arr in values:
+            if arr is None or gt.get(name) is None:
+                continue
+            try:
+                assert_almost_equal(arr, gt[name], rtol=rtol, atol=atol, equal_nan=equal_nan)
+            except AssertionError as e:
+                print("%s Err: ctx %d vs ctx %d at %s" % (stage, idx, ref, name))
+                traceback.print_exc()
+                if raise_on_err:
+                    raise e
+
+    for exe in exes:
+        exe.forward(is_train=False)
+    gt = ground_truth
+    if gt is None:
+        gt = {n: o.asnumpy() for n, o in zip(output_names, exes[ref].outputs)}
+    for i, exe in enumerate(exes):
+        if i != ref or ground_truth is not None:
+            compare("Predict", zip(output_names, exe.outputs), i, gt)
+    if grad_req != "null":
+        for exe in exes:
+            exe.forward(is_train=True)
+        heads = [np.random.normal(size=o.shape) for o in exes[ref].outputs]
+        for exe in exes:
+            exe.backward([_nd.array(h, ctx=o.context, dtype=o.dtype)
+                          for h, o in zip(heads, exe.outputs)])
+        if ground_truth is None:
+            gt = {n: o.asnumpy() for n, o in zip(output_names, exes[ref].outputs)}
+            gt.update({n: (g.asnumpy() if g is not None else None)
+                       for n, g in exes[ref].grad_dict.items()})
+        for i, exe in enumerate(exes):
+            if i == ref and ground_truth is None:
+                continue
+            values = list(zip(output_names, exe.outputs)) + \
+                [(n, exe.grad_dict.get(n)) for n in arg_names]
+            compare("Train", values, i, gt)
+    return gt
+
+
+# ---------------------------------------------------------------------------------------
+# random generator checks
+
+def gen_buckets_probs_with_ppf(ppf, nbuckets):
+    """nbuckets equal-probability buckets [(ppf(i/n), ppf((i+1)/n))] and their
+    probabilities."""
+    if nbuckets <= 0:
+        raise ValueError("nbuckets must be positive")
+    probs = [1.0 / nbuckets] * nbuckets
+    buckets = [(ppf(i / float(nbuckets)), ppf((i + 1) / float(nbuckets)))
+               for i in range(nbuckets)]
+    return buckets, probs
+
+
+def mean_check(generator, mu, sigma, nsamples=1000000):
+    """Whether the mean of generator(nsamples) is within 3 standard errors of mu."""
+    m = np.asarray(generator(nsamples)).mean()
+    half = 3 * sigma / np.sqrt(nsamples)
+    return bool(mu - half < m < mu + half)
+
+
+def var_check(generator, sigma, nsamples=1000000):
+    """Whether the sample variance is within 3 standard errors of sigma**2."""
+    v = np.asarray(generator(nsamples)).var(ddof=1)
+    half = 3 * np.sqrt(2 * sigma ** 4 / (nsamples - 1))
+    return bool(sigma ** 2 - half < v < sigma ** 2 + half)
+
+
+def _chi2_sf(x, dof):
+    """P[X > x] for X ~ chi-square(dof): the regularized upper incomplete gamma Q(dof/2, x/2)
+    (series below a+1, continued fraction above)."""
+    a, z = dof / 2.0, x / 2.0
+    if z <= 0:
+        return 1.0
+    lg = math.lgamma(a)
+    if z < a + 1:
+        term = total = 1.0 / a
+        n = a
+        for _ in range(10000):
+            n += 1
+            term *= z / n
+            total += term
+            if abs(term) < abs(total) * 1e-15:
+                break
+        return max(0.0, 1.0 - total * math.exp(-z + a * math.log(z) - lg))
+    tiny = 1e-300
+    b = z + 1 - a
+    c = 1 / tiny
+    d = 1 / b
+    h = d
+    for i in range(1, 10000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1) < 1e-15:
+            break
+    return math.exp(-z + a * math.log(z) - lg) * h
+
+
+def chi_square_check(generator, buckets, probs, nsamples=1000000):
+    """Pearson's chi-square test of generator(nsamples) against `probs`. buckets: (low, high)
+    ranges for a continuous distribution or the values of a discrete one. Returns
+    (p value, observed counts, expected counts)."""
+    if not isinstance(buckets, list):
+        raise TypeError("buckets must be a list")
+    if len(probs) != len(buckets):
+        raise ValueError("one probability per bucket")
+    samples = np.asarray(generator(nsamples)).reshape(-1)
+    expected = (nsamples * np.array(probs, dtype=np.float32)).astype(np.int32)
+    obs = np.zeros(len(buckets), dtype=np.int64)
+    if isinstance(buckets[0], (list, tuple)):
+        edges = np.array([e for b in buckets for e in b], dtype=np.float32)
+        ids = np.searchsorted(edges, samples, side="right") // 2
+        for i in range(len(buckets)):
+            obs[i] = np.count_nonzero(ids == i)
+    else:
+        for i, v in enumerate(buckets):
+            obs[i] = np.count_nonzero(samples == v)
+    exp = expected.astype(np.float64)
+    # scale expected counts to the observed total, as scipy.stats.chisquare expects
+    if exp.sum() > 0:
+        exp = exp * (obs.sum() / exp.sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stat = float(np.sum(np.where(exp > 0, (obs - exp) ** 2 / exp, 0.0)))
+    p = _chi2_sf(stat, len(buckets) - 1)
+    return p, obs, expected
+
+
+def verify_generator(generator, buckets, probs, nsamples=1000000, nrepeat=5, success_rate=0.2,
+                     alpha=0.05):
+    """Repeats chi_square_check nrepeat times; raises AssertionError when fewer than
+    nrepeat*success_rate runs have p > alpha. Returns the p values."""
+    ps, obs_l, exp_l = [], [], []
+    for _ in range(nrepeat):
+        p, obs, exp = chi_square_check(generator, buckets, probs, nsamples)
+        ps.append(p)
+        obs_l.append(obs)
+        exp_l.append(exp)
+    if (np.array(ps) > alpha).sum() < nrepeat * success_rate:
+        raise AssertionError("Generator test fails, Chi-square p=%s, obs_freq=%s, "
+                             "expected_freq=%s.\nbuckets=%s, probs=%s" %
+                             (ps, obs_l, exp_l, buckets, probs))
+    return ps
+
+
+# ---------------------------------------------------------------------------------------
+# data
+
+def list_gpus():
+    from .context import num_gpus
+    return list(range(num_gpus()))
+
+
+def _data_dir():
+    return os.environ.get("MXNET_HOME", os.path.join(os.path.expanduser("~"), ".mxnet"))
+
+
+def download(url, fname=None, dirname=None, overwrite=False, retries=5):
+    """Downloads url to fname (default: its last path component, in dirname); returns the
+    path. Raises after `retries` failed attempts."""
+    import urllib.request
+    if fname is None:
+        fname = url.split("/")[-1]
+    if dirname is not None:
+        fname = os.path.join(dirname, fname)
+    d = os.path.dirname(os.path.abspath(fname))
+    os.makedirs(d, exist_ok=True)
+    if not overwrite and os.path.exists(fname):
+        return fname
+    if retries <= 0:
+        raise ValueError("Number of retries should be at least 0")
+    err = None
+    for _ in range(retries):
+        try:
+            tmp = fname + ".part"
+            with urllib.request.urlopen(url, timeout=30) as r, open(tmp, "wb") as f:
+                while True:
+                    chunk = r.read(1 << 20)
+                    if not chunk:
+                        break
+                    f.write(chunk)
+            os.replace(tmp, fname)
+            return fname
+        except Exception as e:  # noqa: BLE001 - any network failure is retried
+            err = e
+    raise IOError("download of %s failed after %d attempts: %s" % (url, retries, err))
+
+
+_MNIST_URL = os.environ.get("MXNET_GLUON_REPO",
+                            "https://apache-mxnet.s3-accelerate.dualstack.amazonaws.com/") + \
+    "gluon/dataset/mnist/"
+_MNIST_FILES = {"train_data": "train-images-idx3-ubyte.gz",
+                "train_label": "train-labels-idx1-ubyte.gz",
+                "test_data": "t10k-images-idx3-ubyte.gz",
+                "test_label": "t10k-labels-idx1-ubyte.gz"}
+
+
+def _read_idx(path, images):
+    with gzip.open(path, "rb") as f:
+        if images:
+            _, n, rows, cols = struct.unpack(">IIII", f.read(16))
+            return np.frombuffer(f.read(), dtype=np.uint8).reshape(n, 1, rows, cols)
+        _, n = struct.unpack(">II", f.read(8))
+        return np.frombuffer(f.read(), dtype=np.uint8).astype(np.int32)
+
+
+def get_mnist(path=None):
+    """MNIST as NumPy arrays: {'train_data': (60000, 1, 28, 28) float32 in [0, 1],
+    'train_label', 'test_data', 'test_label'}, downloaded once into `path` (default
+    $MXNET_HOME/datasets/mnist). Raises IOError when the files cannot be fetched."""
+    path = path or os.path.join(_data_dir(), "datasets", "mnist")
+    out = {}
+    for key, fname in _MNIST_FILES.items():
+        local = os.path.join(path, fname)
+        if not os.path.exists(local):
+            try:
+                download(_MNIST_URL + fname, fname=local, retries=2)
+            except IOError as e:
+                raise IOError("get_mnist: %s is not in %s and could not be downloaded (%s); "
+                              "put the four MNIST .gz files there to work offline" %
+                              (fname, path, e))
+        arr = _read_idx(local, key.endswith("data"))
+        out[key] = arr.astype(np.float32) / 255 if key.endswith("data") else arr
+    return out
+
+
+def get_mnist_iterator(batch_size, input_shape, num_parts=1, part_index=0):
+    """(train, val) NDArrayIters over MNIST reshaped to (batch,) + input_shape; the training
+    set is split into num_parts and part part_index is used."""
+    from . import io
+    mnist = get_mnist()
+    flat = len(input_shape) == 1
+
+    def shape(x):
+        return x.reshape((x.shape[0], -1)) if flat else x.reshape((x.shape[0],) +
+                                                                  tuple(input_shape))
+    n = mnist["train_data"].shape[0]
+    lo, hi = n * part_index // num_parts, n * (part_index + 1) // num_parts
+    train = io.NDArrayIter(shape(mnist["train_data"][lo:hi]), mnist["train_label"][lo:hi],
+                           batch_size, shuffle=True)
+    val = io.NDArrayIter(shape(mnist["test_data"]), mnist["test_label"], batch_size)
+    return train, val
+
+
+def _dummy_iter_base():
+    try:
+        from .io import DataIter
+        return DataIter
+    except ImportError:
+        return object
+
+
+class DummyIter(_dummy_iter_base()):
+    """Yields the first batch of real_iter forever (for speed tests without I/O)."""
+
+    def __init__(self, real_iter):
+        super().__init__()
+        self.real_iter = real_iter
+        self.provide_data = real_iter.provide_data
+        self.provide_label = real_iter.provide_label
+        self.batch_size = real_iter.batch_size
+        self.the_batch = next(iter(real_iter))
+
+    def __iter__(self):
+        return self
+
+    def next(self):
+        return self.the_batch
+
+    def __next__(self):
+        return self.the_batch
+
+
+# ---------------------------------------------------------------------------------------
+# environment
+
+def set_env_var(key, val, default_val=""):
+    """Sets environment variable key to val; returns its previous value (default_val when
+    unset)."""
+    prev = os.environ.get(key, default_val)
+    os.environ[key] = val
+    return prev
+
+
+def getenv(name):
+    return os.environ.get(name)
+
+
+def setenv(name, value):
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+@contextlib.contextmanager
+def environment(*args):
+    """with environment('NAME', 'value'): or with environment({'A': '1', 'B': None}): sets
+    (None: unsets) the variables for the block and restores them afterwards."""
+    if len(args) == 1 and isinstance(args[0], dict):
+        env = args[0]
+    elif len(args) == 2:
+        env = {args[0]: args[1]}
+    else:
+        raise ValueError("Expecting one dict arg or two args: env var name and value")
+    saved = {k: os.environ.get(k) for k in env}
+    for k, v in env.items():
+        setenv(k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setenv(k, v)
+
+
+@contextlib.contextmanager
+def discard_stderr():
+    """Silences file descriptor 2 (C++ and Python stderr) inside the block."""
+    fd = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(fd, 2)
+        os.close(fd)
+        os.close(null)
+
+
+def is_cd_run():
+    return os.environ.get("CD_JOB", "0") == "1"
+
+
+def is_aarch64_run():
+    return platform.machine() == "aarch64"
+
+
+def has_tvm_ops():
+    return False
+
+
+def is_op_runnable():
+    return True
+
+
+def same_symbol_structure(sym1, sym2):
+    """True when the two symbols have the same ops connected the same way (names may
+    differ)."""
+    import json
+    n1 = json.loads(sym1.tojson())["nodes"]
+    n2 = json.loads(sym2.tojson())["nodes"]
+    if len(n1) != len(n2):
+        return False
+    for a, b in zip(n1, n2):
+        if a["op"] != b["op"] or [i[:2] for i in a["inputs"]] != [i[:2] for i in b["inputs"]]:
+            return False
+    return True
+
+
+def assign_each(the_input, function):
+    """function applied to every element of the array (NumPy vectorize)."""
+    return np.vectorize(function)(the_input) if function is not None else np.array(the_input)
+
+
+def assign_each2(input1, input2, function):
+    return np.vectorize(function)(input1, input2) if function is not None else \
+        np.array(input1)
+
+
+def create_2d_tensor(rows, columns, dtype=np.int64):
+    a = np.arange(0, rows, dtype=dtype).reshape(rows, 1)
+    return _nd.array(np.broadcast_to(a, (rows, columns)), dtype=dtype)
+
+
+def create_vector(size, dtype=np.int64):
+    return _nd.arange(0, size, dtype=dtype)
+
+
+def get_identity_mat(size):
+    return _nd.array(np.eye(size))
+
+
+def get_identity_mat_batch(size):
+    return _nd.array(np.stack([np.eye(size)] * size))
