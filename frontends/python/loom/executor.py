@@ -60,7 +60,25 @@ class Executor:
         self.handle.copy_params_from(arg_params or {}, aux_params or {}, bool(allow_extra_params))
 
     def set_monitor_callback(self, callback, monitor_all=False):
-        raise NotImplementedError("monitor callbacks are not supported by Loom")
+        """After every forward, calls callback(name, NDArray) for each op output, named
+        '<node>_<output>' (e.g. fc1_output), in graph order; with monitor_all also for each
+        op input first ('<node>_<input>', e.g. fc1_weight). The values come from a second
+        executor over symbol.get_internals() that shares this one's arguments (aux states
+        are copied, so they are not updated twice); random ops such as Dropout draw again
+        there. callback=None removes it."""
+        self.__dict__.pop("forward", None)
+        self._monitor = None
+        if callback is None:
+            return
+        self._monitor = _Monitored(self, callback, bool(monitor_all))
+        cls_forward = type(self).forward
+
+        def forward(is_train=False, **kwargs):
+            outs = cls_forward(self, is_train, **kwargs)
+            if self._monitor is not None:
+                self._monitor.run(is_train)
+            return outs
+        self.forward = forward
 
     def debug_str(self):
         lines = ["Symbol outputs: %s" % ", ".join(self._output_names),
@@ -71,3 +89,55 @@ class Executor:
 
     def __repr__(self):
         return "<Executor outputs=%s>" % self._output_names
+
+
+class _Monitored:
+    """Executor.set_monitor_callback's state: the internals executor and the name of each of
+    its outputs per graph entry."""
+
+    def __init__(self, exe, callback, monitor_all):
+        import json
+        from . import _loom
+        self.exe, self.callback, self.monitor_all = exe, callback, monitor_all
+        graph = json.loads(exe._symbol.tojson())
+        nodes, rows = graph["nodes"], graph["node_row_ptr"]
+        internals = exe._symbol.get_internals()
+        names = internals.list_outputs()
+        later_vars = {n["name"] for n in nodes if n["op"] == "null"}
+        entry, p, self.order = {}, 0, []
+        for i, n in enumerate(nodes):
+            if n["op"] == "null":
+                later_vars.discard(n["name"])
+                entry[(i, 0)] = p
+                p += 1
+                continue
+            outs = []
+            for k in range(rows[i + 1] - rows[i]):
+                if p < len(names) and names[p].startswith(n["name"] + "_") and \
+                        names[p] not in later_vars:
+                    entry[(i, k)] = p
+                    outs.append((names[p], p))
+                    p += 1
+            ins = []
+            if monitor_all:
+                try:
+                    in_names = _loom._op_inputs(n["op"], n.get("attrs", {}))
+                except Exception:  # noqa: BLE001 - ops whose inputs cannot be named
+                    in_names = []
+                for j, (src, k, _) in enumerate(n["inputs"]):
+                    label = in_names[j] if j < len(in_names) else "input%d" % j
+                    if (src, k) in entry:
+                        ins.append((n["name"] + "_" + label, entry[(src, k)]))
+            self.order.append((ins, outs))
+        self.aux = {k: v.copy() for k, v in exe.aux_dict.items()}
+        self.inner = internals.bind(exe._ctx, args=exe.arg_dict, aux_states=self.aux,
+                                    grad_req="null")
+
+    def run(self, is_train):
+        for k, v in self.exe.aux_dict.items():
+            self.aux[k][:] = v
+        self.inner.handle.forward(bool(is_train), {})
+        outs = self.inner.outputs
+        for ins, results in self.order:
+            for name, p in ins + results:
+                self.callback(name, outs[p])
