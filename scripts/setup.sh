@@ -37,14 +37,15 @@ if ((${#missing[@]})); then
 fi
 ((demo)) && exit 0
 
-# Pinned so CI is reproducible; graphviz renders mx.viz pictures.
-py_pkgs=(numpy==2.4.6 pybind11==3.1.0 pytest==9.2.0 graphviz==0.21)
+# Pinned so CI is reproducible; graphviz renders mx.viz pictures; opencv-python-headless
+# decodes and resizes images for mx.image and mx.io.ImageRecordIter (OpenCV, as MXNet).
+py_pkgs=(numpy==2.4.6 pybind11==3.1.0 pytest==9.2.0 graphviz==0.21 opencv-python-headless==5.0.0.93)
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import sys' >/dev/null 2>&1; then
   echo "setup: creating .venv"
   rm -rf .venv
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c 'import numpy, pybind11, pytest, graphviz' >/dev/null 2>&1; then
+if ! .venv/bin/python -c 'import numpy, pybind11, pytest, graphviz, cv2' >/dev/null 2>&1; then
   echo "setup: installing ${py_pkgs[*]} into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check "${py_pkgs[@]}"
 fi
