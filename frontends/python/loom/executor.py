@@ -71,10 +71,9 @@ class Executor:
         if callback is None:
             return
         self._monitor = _Monitored(self, callback, bool(monitor_all))
-        cls_forward = type(self).forward
 
         def forward(is_train=False, **kwargs):
-            outs = cls_forward(self, is_train, **kwargs)
+            outs = type(self).forward(self, is_train, **kwargs)
             if self._monitor is not None:
                 self._monitor.run(is_train)
             return outs
