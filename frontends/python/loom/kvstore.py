@@ -1,0 +1,283 @@
+"""mx.kv / mx.kvstore: the single-process key-value store (MXNet 1.x KVStore 'local' and
+'device').
+
+push(key, values) sums the values given for a key (one per device in MXNet) and, with an
+updater or optimizer set, calls updater(key, summed, stored); without one the sum replaces
+the stored value. pull(key, out) copies the stored value into every output. Keys are all ints
+or all strs within one store. Loom arrays are dense: row_sparse_pull and sparse outputs are
+refused. The multi-process stores (dist_*, horovod, byteps) and NCCL are not available."""
+import pickle
+
+from . import ndarray as nd
+from .base import LoomError
+
+__all__ = ["KVStore", "create"]
+
+_DIST_TYPES = ("dist_sync", "dist_async", "dist_device_sync", "dist_sync_device",
+               "dist_device_async", "dist", "horovod", "byteps", "p3")
+
+
+class KVStoreError(LoomError):
+    """Misuse of a KVStore (unknown key, mixed key types, sparse requests)."""
+
+
+def _is_array(x):
+    return isinstance(x, nd.NDArray)
+
+
+def _pairs(key, value, what):
+    """[(key, [arrays])] for a key or list of keys and the values/outs given for them."""
+    if isinstance(key, (list, tuple)):
+        if not isinstance(value, (list, tuple)) or len(value) != len(key):
+            raise KVStoreError("%s: %d keys need a list of %d values"
+                               % (what, len(key), len(key)))
+        out = []
+        for k, v in zip(key, value):
+            out.append((k, list(v) if isinstance(v, (list, tuple)) else [v]))
+        return out
+    if isinstance(value, (list, tuple)):
+        return [(key, list(value))]
+    return [(key, [value])]
+
+
+class KVStore(object):
+    """A local store (see the module doc). Create with mx.kv.create('local')."""
+
+    def __init__(self, kvtype="local"):
+        self._type = kvtype
+        self._store = {}
+        self._key_type = None
+        self._updater = None
+        self._optimizer = None
+        self._graph_updaters = {}
+        self._staging = {}
+
+    # -- keys ------------------------------------------------------------------------------
+    def _check_key(self, key):
+        if isinstance(key, bool) or not isinstance(key, (int, str)):
+            raise KVStoreError("KVStore keys must be int or str, got %r" % (key,))
+        kt = str if isinstance(key, str) else int
+        if self._key_type is None:
+            self._key_type = kt
+        elif self._key_type is not kt:
+            raise KVStoreError("KVStore: key %r is a %s but this store's keys are %ss (one "
+                               "store takes either int or str keys)"
+                               % (key, kt.__name__, self._key_type.__name__))
+
+    def _stored(self, key, what):
+        self._check_key(key)
+        if key not in self._store:
+            raise KVStoreError("%s: key %r has not been initialized (call init first)"
+                               % (what, key))
+        return self._store[key]
+
+    # -- data ------------------------------------------------------------------------------
+    def init(self, key, value):
+        """Stores a copy of value (the first of a list) under key."""
+        for k, vals in _pairs(key, value, "init"):
+            self._check_key(k)
+            if k in self._store:
+                raise KVStoreError("init: duplicate init of key %r" % (k,))
+            v = vals[0]
+            _check_dense(v, "init", k)
+            self._store[k] = v.copy()
+
+    def push(self, key, value, priority=0):
+        """Sums the values given for each key and updates the stored value with them."""
+        for k, vals in _pairs(key, value, "push"):
+            stored = self._stored(k, "push")
+            for v in vals:
+                _check_dense(v, "push", k)
+                if tuple(v.shape) != tuple(stored.shape):
+                    raise KVStoreError("push: key %r holds shape %s, value has shape %s"
+                                       % (k, tuple(stored.shape), tuple(v.shape)))
+            merged = vals[0].copy()
+            for v in vals[1:]:
+                merged += v
+            if self._updater is not None:
+                self._updater(k, merged, stored)
+            elif self._optimizer is not None:
+                self._graph_update(k, merged, stored)
+            else:
+                merged.copyto(stored)
+
+    def pull(self, key, out=None, priority=0, ignore_sparse=True):
+        """Copies each key's value into its out array(s)."""
+        if out is None:
+            raise KVStoreError("pull: out is required")
+        for k, outs in _pairs(key, out, "pull"):
+            stored = self._stored(k, "pull")
+            for o in outs:
+                if getattr(o, "stype", "default") != "default":
+                    if ignore_sparse:
+                        continue
+                    raise KVStoreError("pull: key %r: sparse outputs are not supported" % (k,))
+                if tuple(o.shape) != tuple(stored.shape):
+                    raise KVStoreError("pull: key %r holds shape %s, out has shape %s"
+                                       % (k, tuple(stored.shape), tuple(o.shape)))
+                stored.copyto(o)
+
+    def pushpull(self, key, value, out=None, priority=0):
+        """push then pull (into value itself when out is None)."""
+        self.push(key, value, priority)
+        self.pull(key, value if out is None else out, priority)
+
+    def broadcast(self, key, value, out, priority=0):
+        """init with value, then pull into out."""
+        self.init(key, value)
+        self.pull(key, out, priority)
+
+    def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
+        if out is None or row_ids is None:
+            raise KVStoreError("row_sparse_pull: out and row_ids are required")
+        for k, _ in _pairs(key, out, "row_sparse_pull"):
+            self._stored(k, "row_sparse_pull")
+        raise KVStoreError("row_sparse_pull: Loom has no row_sparse arrays (key %r); use pull "
+                           "for dense values" % (key,))
+
+    # -- optimizer -------------------------------------------------------------------------
+    def is_capable(self, capability):
+        if capability.lower() == "optimizer":
+            return True
+        raise ValueError("Unknown capability: %s" % capability)
+
+    def set_gradient_compression(self, compression_params):
+        if "device" in self._type or "dist" in self._type:
+            raise KVStoreError("gradient compression is not supported by Loom's kvstore")
+        raise KVStoreError("Gradient compression is not supported for this type of kvstore")
+
+    def set_optimizer(self, optimizer):
+        """Pushes now update the stored values with optimizer (as MXNet's local store does
+        with opt.get_updater(optimizer))."""
+        from .module._update import _is_graph_optimizer
+        self._updater = None
+        self._graph_updaters = {}
+        if _is_graph_optimizer(optimizer):
+            self._optimizer = optimizer
+            return
+        if not hasattr(optimizer, "update"):
+            raise KVStoreError("set_optimizer: %r has no update method" % (optimizer,))
+        self._optimizer = optimizer
+        self._updater = _OptimizerUpdater(optimizer)
+
+    def _graph_update(self, key, grad, weight):
+        self._graph_update_prepare(key, weight)
+        updater, buf = self._graph_updaters[key]
+        grad.copyto(buf)
+        updater()
+
+    def _set_updater(self, updater):
+        """updater(key, value_pushed, value_stored), called on every push."""
+        self._updater = updater
+        self._optimizer = None
+
+    def save_optimizer_states(self, fname, dump_optimizer=False):
+        if self._updater is None and self._optimizer is None:
+            raise KVStoreError("save_optimizer_states: no optimizer is set")
+        if self._updater is not None:
+            if not hasattr(self._updater, "get_states"):
+                raise KVStoreError("save_optimizer_states: the updater has no states to save")
+            blob = self._updater.get_states(dump_optimizer)
+        else:
+            blob = pickle.dumps({k: g[0].get_states() for k, g in self._graph_updaters.items()})
+        with open(fname, "wb") as f:
+            f.write(blob)
+
+    def load_optimizer_states(self, fname):
+        if self._updater is None and self._optimizer is None:
+            raise KVStoreError("load_optimizer_states: no optimizer is set")
+        with open(fname, "rb") as f:
+            blob = f.read()
+        if self._updater is not None:
+            self._updater.set_states(blob)
+            return
+        for k, states in pickle.loads(blob).items():
+            stored = self._stored(k, "load_optimizer_states")
+            self._graph_update_prepare(k, stored)
+            self._graph_updaters[k][0].set_states(states)
+
+    def _graph_update_prepare(self, key, weight):
+        if key in self._graph_updaters:
+            return
+        from .module._update import _GraphUpdater, param_mults
+        name = "kv_%s" % key
+        idx2name = getattr(self._optimizer, "idx2name", None) or {}
+        mult_name = idx2name.get(key, key if isinstance(key, str) else name)
+        lr, wd = param_mults(self._optimizer, [mult_name], idx2name, None, False)
+        buf = nd.zeros(tuple(weight.shape), dtype=weight.dtype)
+        self._graph_updaters[key] = (_GraphUpdater(self._optimizer, {name: weight},
+                                                   {name: buf}, {name: lr[mult_name]},
+                                                   {name: wd[mult_name]}, weight.context), buf)
+
+    # -- process group ---------------------------------------------------------------------
+    @property
+    def type(self):
+        return self._type
+
+    @property
+    def rank(self):
+        return 0
+
+    @property
+    def num_workers(self):
+        return 1
+
+    def barrier(self):
+        """Nothing to wait for in a single process."""
+
+    _barrier = barrier
+
+    def _send_command_to_servers(self, head, body):
+        raise KVStoreError("a local kvstore has no servers")
+
+
+class _OptimizerUpdater(object):
+    """MXNet's updater protocol for optimizers with a Python update(i, w, g, state)."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+        self.states = {}
+
+    def __call__(self, index, grad, weight):
+        if index not in self.states:
+            self.states[index] = self.optimizer.create_state(index, weight)
+        self.optimizer.update(index, weight, grad, self.states[index])
+
+    def get_states(self, dump_optimizer=False):
+        from .module._update import _PyUpdater
+        u = _PyUpdater.__new__(_PyUpdater)
+        u.optimizer, u.states = self.optimizer, self.states
+        return u.get_states(dump_optimizer)
+
+    def set_states(self, blob):
+        from .module._update import _PyUpdater
+        u = _PyUpdater.__new__(_PyUpdater)
+        u.optimizer = self.optimizer
+        u.set_states(blob)
+        self.states, self.optimizer = u.states, u.optimizer
+
+
+def _check_dense(v, what, key):
+    if not _is_array(v):
+        raise KVStoreError("%s: key %r: values must be NDArrays, got %s"
+                           % (what, key, type(v).__name__))
+    if getattr(v, "stype", "default") != "default":
+        raise KVStoreError("%s: key %r: Loom's kvstore holds dense arrays only (got %s)"
+                           % (what, key, v.stype))
+
+
+def create(name="local"):
+    """A KVStore: 'local' (and local_* variants) or 'device'. 'nccl' and the multi-process
+    types raise LoomError."""
+    if not isinstance(name, str):
+        raise TypeError("name must be a string")
+    if name.startswith("local") or name == "device" or name.startswith("device"):
+        return KVStore(name)
+    if name == "nccl":
+        raise LoomError("kvstore 'nccl': Loom has no NCCL (no GPU devices); use 'local' or "
+                        "'device'")
+    if name.startswith("dist") or name in _DIST_TYPES:
+        raise LoomError("kvstore '%s': data-parallel training over MPI/NCCL is not available "
+                        "in Loom yet (issue 12); use 'local' or 'device' in one process"
+                        % name)
+    raise LoomError("Unknown kvstore type '%s' (Loom has 'local' and 'device')" % name)

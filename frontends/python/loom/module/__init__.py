@@ -1,0 +1,8 @@
+"""mx.mod / mx.module: MXNet 1.x's Module API over Loom executors and update graphs."""
+from .base_module import BaseModule, ModuleError
+from .module import Module
+from .bucketing_module import BucketingModule
+from .executor_group import DataParallelExecutorGroup
+
+__all__ = ["BaseModule", "Module", "BucketingModule", "ModuleError",
+           "DataParallelExecutorGroup"]

@@ -1,0 +1,193 @@
+"""Module.update: the optimizer step over a module's parameter and gradient arrays.
+
+_GraphUpdater runs the update in a Loom graph: the loss  sum_p sum(p * g_p)  (g_p an input
+bound to p's gradient array) turned into a training step by loom.train.make_step, so its
+in-graph gradient for p is exactly g_p and the step's optimizer nodes (bucketed sgd/adam/...
+updates, `_loom_lr` schedule, the real-step counter for Adam's bias correction) write the
+weights in place. One forward of that executor is one MXNet `updater(i, grad, weight)` pass
+over every parameter. Optimizer states are the step's aux arrays (zero at bind, as MXNet's).
+
+_PyUpdater is the imperative fallback for optimizers that have no in-graph form (a user's
+registered Optimizer subclass with its own `update`): MXNet's updater protocol,
+opt.create_state(i, w) / opt.update(i, w, g, state)."""
+import pickle
+
+import numpy as np
+
+from .. import _loom
+from .. import ndarray as nd
+from .. import symbol as sym
+from ..base import LoomError
+
+_GRAPH_OPTIMIZERS = ("sgd", "nag", "adam", "adamw", "rmsprop", "lamb")
+_MAGIC = "__loom_module_optimizer_states__"
+
+
+def _is_graph_optimizer(opt):
+    """True for Loom's own optimizer classes (their update has an in-graph form)."""
+    from .. import optimizer as optmod
+    t = type(opt)
+    if t.__module__ != optmod.__name__:
+        return False
+    graph_name = getattr(t, "_graph_name", None) or getattr(opt, "name", None)
+    if graph_name not in _GRAPH_OPTIMIZERS:
+        return False
+    try:
+        opt._spec()
+    except Exception:  # noqa: BLE001  (e.g. a Python-only lr_scheduler)
+        return False
+    return True
+
+
+def param_mults(opt, param_names, idx2name, symbol, by_name):
+    """(lr_mult, wd_mult) per parameter name as MXNet 1.9.1's Optimizer resolves them:
+    created by name (Module passes sym and param_idx2name): wd_mult 0 for names not ending
+    in _weight/_gamma, then the symbol's __lr_mult__/__wd_mult__ attributes, then explicit
+    set_lr_mult/set_wd_mult entries; a user's Optimizer object: only its own lr_mult/wd_mult
+    entries (by name or index)."""
+    lr, wd = {}, {}
+    if by_name:
+        for n in idx2name.values():
+            if not (n.endswith("_weight") or n.endswith("_gamma")):
+                wd[n] = 0.0
+        attrs = symbol.attr_dict() if symbol is not None else {}
+        for n in param_names:
+            a = attrs.get(n, {})
+            if "__lr_mult__" in a:
+                lr[n] = float(a["__lr_mult__"])
+            if "__wd_mult__" in a:
+                wd[n] = float(a["__wd_mult__"])
+    for src, dst in ((getattr(opt, "lr_mult", {}) or {}, lr), (getattr(opt, "wd_mult", {}) or {}, wd)):
+        for k, v in src.items():
+            if isinstance(k, str):
+                dst[k] = float(v)
+            elif k in idx2name:
+                dst[idx2name[k]] = float(v)
+    return ({n: lr.get(n, 1.0) for n in param_names}, {n: wd.get(n, 1.0) for n in param_names})
+
+
+class _GraphUpdater(object):
+    """The in-graph optimizer step over `weights`/`grads` (name -> NDArray, by reference)."""
+
+    def __init__(self, optimizer, weights, grads, lr_mult, wd_mult, ctx):
+        self.optimizer = optimizer
+        self.names = [n for n in weights if grads.get(n) is not None]
+        self._exe = None
+        self.states, self._opt_states = {}, []
+        if not self.names:
+            return
+        terms = []
+        for n in self.names:
+            terms.append(sym.sum(sym.Variable(n) * sym.Variable(n + "__loom_grad")))
+        total = terms[0] if len(terms) == 1 else sym.add_n(*terms)
+        loss = sym.MakeLoss(total, name="__loom_update_loss")
+        spec = dict(optimizer._spec())
+        spec["lr_mult"] = {k: float(v) for k, v in lr_mult.items()}
+        spec["wd_mult"] = {k: float(v) for k, v in wd_mult.items()}
+        # loom.train.make_step's builder (accumulate 1, no EMA, bucketed updates)
+        step = _loom._make_step(loss, spec, 1, True, None,
+                                [n + "__loom_grad" for n in self.names], [], True)
+        args = {}
+        for n in self.names:
+            args[n] = weights[n]
+            args[n + "__loom_grad"] = grads[n]
+        shapes = {k: tuple(v.shape) for k, v in args.items()}
+        _, _, aux_shapes = step.infer_shape(**shapes)
+        _, _, aux_types = step.infer_type(**{k: np.dtype(v.dtype).name for k, v in args.items()})
+        aux_names = step.list_auxiliary_states()
+        self.states = {n: nd.zeros(tuple(s), ctx=ctx, dtype=t)
+                       for n, s, t in zip(aux_names, aux_shapes, aux_types or [None] * len(aux_names))}
+        self._exe = step.bind(ctx, args=args, grad_req="null", aux_states=self.states)
+        kinds = _loom._classify_step_inputs(step)
+        # What MXNet's Updater.get_states holds: the per-weight optimizer states. The update
+        # counts (Adam's t, the lr schedule's num_update) belong to the optimizer object in
+        # MXNet and are not restored by set_states, so they are not loaded here either.
+        self._opt_states = [k for k in self.states if kinds.get(k) == "opt"]
+
+    def __call__(self):
+        if self._exe is not None:
+            self._exe.forward(is_train=True)
+
+    @property
+    def num_update(self):
+        if self._exe is None:
+            return 0
+        return int(self.states["step_real"].asnumpy().reshape(-1)[0])
+
+    def get_states(self, dump_optimizer=False):
+        data = {_MAGIC: nd.array(np.zeros((1,), np.float32))}
+        data.update({k: v for k, v in self.states.items()} if self._exe is not None else {})
+        return nd.save_tobuffer(data)
+
+    def set_states(self, blob):
+        try:
+            data = nd.load_frombuffer(blob)
+        except Exception:  # noqa: BLE001
+            data = None
+        if not isinstance(data, dict) or _MAGIC not in data:
+            raise LoomError("optimizer states: not a file written by a Loom Module with an "
+                            "in-graph optimizer (%s)" % type(self.optimizer).__name__)
+        for k, v in data.items():
+            if k == _MAGIC or (k in self.states and k not in self._opt_states):
+                continue
+            if k not in self.states:
+                raise LoomError("optimizer states: '%s' is not a state of this module's "
+                                "optimizer (states: %s)" % (k, sorted(self.states)))
+            dst = self.states[k]
+            if tuple(v.shape) != tuple(dst.shape):
+                raise LoomError("optimizer states: '%s' has shape %s, the module's is %s"
+                                % (k, tuple(v.shape), tuple(dst.shape)))
+            dst[:] = v.asnumpy().astype(dst.dtype)
+        missing = [k for k in self._opt_states if k not in data]
+        if missing:
+            raise LoomError("optimizer states: the file lacks %s" % sorted(missing))
+
+
+class _PyUpdater(object):
+    """MXNet's imperative updater protocol over index -> (weight, grad)."""
+
+    def __init__(self, optimizer, weights, grads, idx2name):
+        if not hasattr(optimizer, "update") or not hasattr(optimizer, "create_state"):
+            raise LoomError("optimizer %s has no in-graph form and no update/create_state "
+                            "methods" % type(optimizer).__name__)
+        self.optimizer = optimizer
+        name2idx = {v: k for k, v in idx2name.items()}
+        self.items = [(name2idx[n], weights[n], grads[n]) for n in weights
+                      if grads.get(n) is not None and n in name2idx]
+        self.states = {}
+        self.states_synced = {}
+
+    def __call__(self):
+        opt = self.optimizer
+        for i, w, g in self.items:
+            if i not in self.states:
+                fn = getattr(opt, "create_state_multi_precision", None) or opt.create_state
+                self.states[i] = fn(i, w)
+                self.states_synced[i] = True
+            upd = getattr(opt, "update_multi_precision", None) or opt.update
+            upd(i, w, g, self.states[i])
+
+    def get_states(self, dump_optimizer=False):
+        def conv(s):
+            if isinstance(s, nd.NDArray):
+                return ("__nd__", s.asnumpy())
+            if isinstance(s, (list, tuple)):
+                return type(s)(conv(x) for x in s)
+            return s
+        blob = {k: conv(v) for k, v in self.states.items()}
+        return pickle.dumps((blob, self.optimizer) if dump_optimizer else blob)
+
+    def set_states(self, blob):
+        data = pickle.loads(blob)
+        if isinstance(data, tuple) and len(data) == 2:
+            data, self.optimizer = data
+
+        def conv(s):
+            if isinstance(s, tuple) and len(s) == 2 and s[0] == "__nd__":
+                return nd.array(s[1])
+            if isinstance(s, (list, tuple)):
+                return type(s)(conv(x) for x in s)
+            return s
+        self.states = {k: conv(v) for k, v in data.items()}
+        self.states_synced = dict.fromkeys(self.states, False)
+

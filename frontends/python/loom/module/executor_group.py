@@ -1,0 +1,305 @@
+"""The executors a Module trains and evaluates with (MXNet's DataParallelExecutorGroup).
+
+Loom runs one executor per bound shape on the first context: Loom contexts are all host
+memory, and one executor over the whole batch computes what MXNet's per-device executors and
+gradient sum compute. Parameters, gradients and aux states live in arrays owned by the group
+(or shared with `shared_group`) and every executor binds them by reference, so a reshape or a
+bucket switch keeps training the same weights."""
+import numpy as np
+
+from .. import ndarray as nd
+from ..base import BindError, ShapeError
+
+
+def _desc_name_shape(d):
+    return d[0], tuple(d[1])
+
+
+def _batch_axis(desc):
+    layout = getattr(desc, "layout", None)
+    if not layout or not isinstance(layout, str):
+        return 0
+    i = layout.find("N")
+    return i if i >= 0 else 0
+
+
+def _dtype_of(desc):
+    dt = getattr(desc, "dtype", None)
+    return np.float32 if dt is None else dt
+
+
+class DataParallelExecutorGroup(object):
+    """symbol bound for data_shapes/label_shapes (lists of (name, shape) or DataDesc).
+    param_names: the trained arguments; grad_req: str, list or dict as in Module.bind."""
+
+    def __init__(self, symbol, contexts, workload, data_shapes, label_shapes, param_names,
+                 for_training, inputs_need_grad, shared_group=None, logger=None,
+                 fixed_param_names=None, grad_req="write", state_names=None, group2ctxs=None):
+        self.symbol = symbol
+        self.contexts = list(contexts)
+        self.workload = workload
+        self.param_names = list(param_names)
+        self.arg_names = symbol.list_arguments()
+        self.aux_names = symbol.list_auxiliary_states()
+        self.output_names = symbol.list_outputs()
+        self.for_training = for_training
+        self.inputs_need_grad = inputs_need_grad
+        self.logger = logger
+        self.fixed_param_names = list(fixed_param_names or [])
+        self.state_names = list(state_names or [])
+        self._total_exec_bytes = 0
+        data_names = [_desc_name_shape(d)[0] for d in data_shapes]
+        self.grad_req = self._grad_reqs(grad_req, data_names)
+        # name -> array; shared by reference with the group this one was created from
+        if shared_group is not None:
+            self._params = shared_group._params
+            self._grads = shared_group._grads
+            self._auxs = shared_group._auxs
+            self.shared_data_arrays = shared_group.shared_data_arrays
+        else:
+            self._params, self._grads, self._auxs = {}, {}, {}
+            self.shared_data_arrays = [{} for _ in self.contexts]
+        self._exec_cache = {}
+        self.execs = []
+        self.bind_exec(data_shapes, label_shapes)
+
+    # -- binding -------------------------------------------------------------------------
+    def _grad_reqs(self, grad_req, data_names):
+        names = self.arg_names
+        if not self.for_training:
+            return {k: "null" for k in names}
+
+        def default(req):
+            out = {}
+            for k in names:
+                if k in self.param_names:
+                    out[k] = "null" if k in self.fixed_param_names else req
+                elif k in data_names:
+                    out[k] = req if self.inputs_need_grad else "null"
+                else:
+                    out[k] = "null"
+            return out
+        if isinstance(grad_req, str):
+            return default(grad_req)
+        if isinstance(grad_req, (list, tuple)):
+            if len(grad_req) != len(names):
+                raise BindError("grad_req list has %d entries for the %d arguments %s"
+                                % (len(grad_req), len(names), names))
+            return dict(zip(names, grad_req))
+        if isinstance(grad_req, dict):
+            out = default("write")
+            out.update(grad_req)
+            return out
+        raise TypeError("grad_req must be a str, list or dict, got %r" % (grad_req,))
+
+    def bind_exec(self, data_shapes, label_shapes, shared_group=None, reshape=False):
+        self.data_shapes = list(data_shapes)
+        self.label_shapes = list(label_shapes) if label_shapes else None
+        self.data_names = [d[0] for d in self.data_shapes]
+        self.label_names = [d[0] for d in self.label_shapes] if self.label_shapes else []
+        self.data_layouts = [_batch_axis(d) for d in self.data_shapes]
+        self.label_layouts = [_batch_axis(d) for d in self.label_shapes or []]
+        first = self.data_shapes[0]
+        self.batch_size = tuple(first[1])[self.data_layouts[0]] if len(first[1]) else 1
+        key = tuple((d[0], tuple(d[1])) for d in self.data_shapes + (self.label_shapes or []))
+        exe = self._exec_cache.get(key)
+        if exe is None:
+            exe = self._bind_one(self.data_shapes + (self.label_shapes or []))
+            self._exec_cache[key] = exe
+        self.execs = [exe]
+        self.data_arrays = [[exe.arg_dict[n]] for n in self.data_names]
+        self.label_arrays = [[exe.arg_dict[n]] for n in self.label_names
+                             if n in exe.arg_dict] or None
+        self.state_arrays = [[exe.arg_dict[n]] for n in self.state_names]
+        self.param_arrays = [[exe.arg_dict[n]] for n in self.param_names if n in exe.arg_dict]
+        self.grad_arrays = [[exe.grad_dict.get(n)] for n in self.param_names
+                            if n in exe.arg_dict] if self.for_training else None
+        self.aux_arrays = [[exe.aux_dict[n]] for n in self.aux_names]
+        self.input_grad_arrays = [[exe.grad_dict.get(n)] for n in self.data_names] \
+            if self.inputs_need_grad else None
+
+    def reshape(self, data_shapes, label_shapes):
+        if tuple(data_shapes) == tuple(self.data_shapes) and \
+                tuple(label_shapes or ()) == tuple(self.label_shapes or ()):
+            return
+        self.bind_exec(data_shapes, label_shapes, reshape=True)
+
+    def _bind_one(self, input_descs):
+        shapes = {}
+        dtypes = {}
+        for d in input_descs:
+            n, s = _desc_name_shape(d)
+            if n not in self.arg_names:
+                raise BindError("input '%s' is not an argument of the symbol (arguments: %s)"
+                                % (n, ", ".join(self.arg_names)))
+            shapes[n] = s
+            dtypes[n] = np.dtype(_dtype_of(d)).name
+        try:
+            arg_shapes, _, aux_shapes = self.symbol.infer_shape(**shapes)
+        except Exception as e:  # noqa: BLE001  (re-raised naming the shapes)
+            raise ShapeError("Module: cannot infer shapes from inputs %s: %s" % (shapes, e))
+        if arg_shapes is None:
+            raise ShapeError("Module: inputs %s do not determine every argument's shape"
+                             % shapes)
+        try:
+            arg_types, _, aux_types = self.symbol.infer_type(**dtypes)
+        except Exception:  # noqa: BLE001
+            arg_types = aux_types = None
+        if arg_types is None:
+            arg_types = [np.float32] * len(arg_shapes)
+            aux_types = [np.float32] * len(aux_shapes)
+        ctx = self.contexts[0]
+        shared = self.shared_data_arrays[0]
+        args, grads = {}, {}
+        for n, s, t in zip(self.arg_names, arg_shapes, arg_types):
+            s = tuple(s)
+            if n in self._params or n in self.param_names:
+                arr = self._params.get(n)
+                if arr is None or tuple(arr.shape) != s:
+                    if arr is not None:
+                        raise ShapeError("Module: parameter '%s' has shape %s here but %s in "
+                                         "the shared parameters" % (n, s, tuple(arr.shape)))
+                    arr = nd.zeros(s, ctx=ctx, dtype=t)
+                    self._params[n] = arr
+                args[n] = arr
+                if self.grad_req.get(n, "null") != "null":
+                    g = self._grads.get(n)
+                    if g is None:
+                        g = nd.zeros(s, ctx=ctx, dtype=t)
+                        self._grads[n] = g
+                    grads[n] = g
+            else:
+                arr = shared.get(n)
+                if arr is None or tuple(arr.shape) != s or arr.dtype != np.dtype(t):
+                    arr = nd.zeros(s, ctx=ctx, dtype=t)
+                    shared[n] = arr
+                args[n] = arr
+                if self.grad_req.get(n, "null") != "null":
+                    grads[n] = nd.zeros(s, ctx=ctx, dtype=t)
+        auxs = {}
+        for n, s, t in zip(self.aux_names, aux_shapes, aux_types):
+            a = self._auxs.get(n)
+            if a is None:
+                a = nd.zeros(tuple(s), ctx=ctx, dtype=t)
+                self._auxs[n] = a
+            auxs[n] = a
+        reqs = {n: (self.grad_req.get(n, "null") if n in grads else "null")
+                for n in self.arg_names}
+        exe = self.symbol.bind(ctx, args, args_grad=grads, grad_req=reqs, aux_states=auxs)
+        if self._monitor is not None:
+            self._monitor.install(exe)
+        return exe
+
+    _monitor = None
+
+    def install_monitor(self, mon):
+        self._monitor = mon
+        for exe in self.execs:
+            mon.install(exe)
+
+    # -- parameters ------------------------------------------------------------------------
+    def set_params(self, arg_params, aux_params, allow_extra=False):
+        for n, arr in self._params.items():
+            if n in arg_params:
+                _copy_into(arr, arg_params[n], n)
+        for n, arr in self._auxs.items():
+            if aux_params and n in aux_params:
+                _copy_into(arr, aux_params[n], n)
+        if not allow_extra:
+            extra = [n for n in (arg_params or {}) if n not in self.arg_names]
+            extra += [n for n in (aux_params or {}) if n not in self.aux_names]
+            if extra:
+                from ..base import ParamError
+                raise ParamError("parameters %s are not in the symbol (pass allow_extra=True "
+                                 "to ignore them)" % sorted(extra))
+
+    def get_params(self, arg_params, aux_params):
+        for n in self.param_names:
+            if n in self._params and n in arg_params:
+                self._params[n].copyto(arg_params[n])
+        for n in self.aux_names:
+            if n in aux_params:
+                self._auxs[n].copyto(aux_params[n])
+
+    # -- running ---------------------------------------------------------------------------
+    def forward(self, data_batch, is_train=None):
+        if is_train is None:
+            is_train = self.for_training
+        exe = self.execs[0]
+        data = list(data_batch.data or [])
+        if len(data) != len(self.data_names):
+            raise BindError("forward: the batch holds %d data arrays for the data names %s"
+                            % (len(data), self.data_names))
+        for n, v in zip(self.data_names, data):
+            _load(exe.arg_dict[n], v, n)
+        labels = getattr(data_batch, "label", None)
+        if labels and self.label_names:
+            for n, v in zip(self.label_names, labels):
+                if n in exe.arg_dict:
+                    _load(exe.arg_dict[n], v, n)
+        exe.forward(is_train=bool(is_train))
+
+    def backward(self, out_grads=None):
+        if not self.for_training:
+            raise BindError("backward: the module is bound with for_training=False")
+        self.execs[0].backward(out_grads=out_grads)
+
+    def get_outputs(self, merge_multi_context=True, begin=0, end=None):
+        outs = self.execs[0].outputs[begin:end]
+        if merge_multi_context:
+            return list(outs)
+        return [[o] for o in outs]
+
+    def get_output_shapes(self):
+        return [(n, tuple(o.shape)) for n, o in zip(self.output_names, self.execs[0].outputs)]
+
+    def get_input_grads(self, merge_multi_context=True):
+        grads = [g[0] for g in self.input_grad_arrays]
+        return grads if merge_multi_context else [[g] for g in grads]
+
+    def get_states(self, merge_multi_context=True):
+        states = [s[0] for s in self.state_arrays]
+        return states if merge_multi_context else [[s] for s in states]
+
+    def set_states(self, states=None, value=None):
+        if states is not None:
+            if value is not None:
+                raise ValueError("set_states: give states or value, not both")
+            for dst, src in zip(self.state_arrays, states):
+                src = src[0] if isinstance(src, (list, tuple)) else src
+                _load(dst[0], src, "state")
+        else:
+            for dst in self.state_arrays:
+                dst[0][:] = value
+
+    def update_metric(self, eval_metric, labels, pre_sliced=False):
+        from collections import OrderedDict
+        if pre_sliced:
+            labels = labels[0]
+        labels_ = OrderedDict(zip(self.label_names, labels or []))
+        preds = OrderedDict(zip(self.output_names, self.execs[0].outputs))
+        eval_metric.update_dict(labels_, preds)
+
+
+def _copy_into(dst, src, name):
+    if tuple(src.shape) != tuple(dst.shape):
+        raise ShapeError("parameter '%s': shape %s given, the module has %s"
+                         % (name, tuple(src.shape), tuple(dst.shape)))
+    if src is dst:
+        return
+    if isinstance(src, nd.NDArray):
+        src.copyto(dst)
+    else:
+        dst[:] = np.asarray(src)
+
+
+def _load(dst, src, name):
+    if tuple(src.shape) != tuple(dst.shape):
+        raise ShapeError("input '%s': batch array has shape %s, the module is bound for %s"
+                         % (name, tuple(src.shape), tuple(dst.shape)))
+    if isinstance(src, nd.NDArray):
+        if src.dtype != dst.dtype:
+            src = src.astype(dst.dtype)
+        src.copyto(dst)
+    else:
+        dst[:] = np.asarray(src, dtype=dst.dtype)
