@@ -155,18 +155,21 @@ class DataParallelExecutorGroup(object):
             s = tuple(s)
             if n in self._params or n in self.param_names:
                 arr = self._params.get(n)
-                if arr is None or tuple(arr.shape) != s:
-                    if arr is not None:
-                        raise ShapeError("Module: parameter '%s' has shape %s here but %s in "
-                                         "the shared parameters" % (n, s, tuple(arr.shape)))
+                private = arr is not None and tuple(arr.shape) != s
+                if arr is None or private:
+                    # A "parameter" whose shape follows the input shapes (an unnamed label,
+                    # as in MXNet) gets its own array in this executor, as MXNet's
+                    # executor reshape reallocates it.
                     arr = nd.zeros(s, ctx=ctx, dtype=t)
-                    self._params[n] = arr
+                    if not private:
+                        self._params[n] = arr
                 args[n] = arr
                 if self.grad_req.get(n, "null") != "null":
-                    g = self._grads.get(n)
+                    g = None if private else self._grads.get(n)
                     if g is None:
                         g = nd.zeros(s, ctx=ctx, dtype=t)
-                        self._grads[n] = g
+                        if not private:
+                            self._grads[n] = g
                     grads[n] = g
             else:
                 arr = shared.get(n)

@@ -304,6 +304,8 @@ class Module(BaseModule):
                    if n in group._params and n not in self._fixed_param_names}
         grads = {n: group._grads.get(n) for n in trained}
         if _is_graph_optimizer(optimizer):
+            # FeedForward creates its optimizer by name as MXNet does (sym, param_idx2name)
+            by_name = by_name or getattr(optimizer, "_loom_mults_from_symbol", False)
             lr_mult, wd_mult = param_mults(optimizer, list(trained), idx2name, self._symbol,
                                            by_name)
             self._updater = _GraphUpdater(optimizer, trained, grads, lr_mult, wd_mult,
