@@ -87,7 +87,21 @@ def _target(fullname):
             return attr
         if parts[-1] == parts[-2] or parts[-1] == "op":
             return parent
+    if LENDED_TEST_UTILS:
+        # diagnosis mode: a module loom lacks becomes a placeholder so that files which only
+        # import it at the top still run their other tests
+        mod = types.ModuleType(fullname)
+        mod.__path__ = []
+        mod.__getattr__ = lambda name: _placeholder(fullname + "." + name)
+        return mod
     raise missing
+
+
+def _placeholder(name):
+    def missing(*a, **k):
+        raise NotImplementedError("diagnosis mode: %s is missing in loom" % name)
+    missing.__name__ = name.rsplit(".", 1)[-1]
+    return missing
 
 
 class _Loader(importlib.abc.Loader):
