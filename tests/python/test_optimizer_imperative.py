@@ -410,3 +410,28 @@ def test_imperative_update_equals_in_graph_update(mx, name, kw):
         for p in PARAMS:
             np.testing.assert_allclose(net.arg_dict[p].asnumpy(), exe.arg_dict[p].asnumpy(),
                                        rtol=1e-5, atol=1e-6, err_msg="%s %s" % (p, s))
+
+
+def test_lr_scheduler_values_and_checks(mx):
+    ls = mx.lr_scheduler
+    f = ls.FactorScheduler(step=100, factor=0.1, stop_factor_lr=1e-4, base_lr=1,
+                           warmup_steps=20, warmup_begin_lr=0.1, warmup_mode="constant")
+    assert f(0) == 0.1 and f(19) == 0.1 and f(21) == 1 and f(100) == 1
+    assert f(101) == pytest.approx(0.1) and f(201) == pytest.approx(0.01) and f(1000) == 1e-4
+    m = ls.MultiFactorScheduler([15, 25], factor=0.1, base_lr=0.1, warmup_steps=10,
+                                warmup_begin_lr=0.05)
+    assert m(5) == pytest.approx(0.075) and m(15) == 0.1 and m(16) == pytest.approx(0.01)
+    assert m(26) == pytest.approx(0.001)
+    p = ls.PolyScheduler(1000, base_lr=3, pwr=2, warmup_steps=100)
+    assert p(50) == pytest.approx(1.5) and p(100) == 3 and p(550) == pytest.approx(0.75)
+    assert p(1000) == 0 and p(5000) == 0
+    c = ls.CosineScheduler(1000, base_lr=3, final_lr=0.1)
+    assert c(0) == 3 and c(500) == pytest.approx(1.55) and c(1000) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="warmup_begin_lr"):
+        ls.FactorScheduler(step=1, base_lr=0.1, warmup_begin_lr=0.2)
+    with pytest.raises(ValueError, match="Factor"):
+        ls.MultiFactorScheduler([1, 2], factor=2)
+    with pytest.raises(ValueError, match="increasing"):
+        ls.MultiFactorScheduler([2, 2])
+    with pytest.raises(ValueError, match="warmup"):
+        ls.FactorScheduler(step=1, warmup_mode="cubic")

@@ -1,6 +1,9 @@
 """mx.lr_scheduler: learning-rate schedules (MXNet 1.9 names and semantics).
 
-Each scheduler is callable like MXNet's (`sched(num_update)`, in closed form) and, passed to
+Each scheduler is callable like MXNet's (`sched(num_update)`, in closed form: MXNet's
+FactorScheduler, MultiFactorScheduler, PolyScheduler and CosineScheduler reach the same value
+by decaying `base_lr` as num_update grows; Loom leaves `base_lr` as set, so the value depends
+on num_update alone, also when it goes back) and, passed to
 an optimizer of `loom.optimizer`, becomes part of a training-step graph (`loom.train.
 make_step`): the `_loom_lr` node evaluates it from the graph's real-step counter, so the
 schedule advances once per real (optimizer) step, never per micro-batch."""
@@ -20,6 +23,8 @@ class LRScheduler:
         self.warmup_begin_lr = warmup_begin_lr
         self.warmup_final_lr = base_lr
         self.warmup_mode = warmup_mode
+        if warmup_begin_lr > base_lr:
+            raise ValueError("Base lr has to be higher than warmup_begin_lr")
         if warmup_mode not in ("linear", "constant"):
             raise ValueError("Supports only linear and constant modes of warmup")
         if warmup_steps < 0:
@@ -91,6 +96,10 @@ class MultiFactorScheduler(LRScheduler):
                 raise ValueError("Schedule step must be an increasing integer list")
             if s < 1:
                 raise ValueError("Schedule step must be greater or equal than 1 round")
+        if not step:
+            raise ValueError("Schedule step must be a non-empty list")
+        if factor > 1.0:
+            raise ValueError("Factor must be no more than 1 to make lr reduce")
         self.step, self.factor = [int(s) for s in step], factor
 
     def _own_spec(self):
