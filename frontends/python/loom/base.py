@@ -65,3 +65,32 @@ def dtype_str(value):
 
 def is_number(x):
     return isinstance(x, numbers.Number) or isinstance(x, np.generic)
+
+
+class NotImplementedForSymbol(NotImplementedError):
+    """Raised by a Symbol method that only makes sense for arrays (MXNet's
+    mx.base.NotImplementedForSymbol)."""
+
+    def __init__(self, function, alias, *args):
+        super().__init__()
+        self.function = function.__name__ if callable(function) else str(function)
+        self.alias = alias
+        self.args = [str(type(a)) for a in args]
+
+    def __str__(self):
+        msg = "Function {}".format(self.function)
+        if self.alias:
+            msg += " (namely operator \"{}\")".format(self.alias)
+        if self.args:
+            msg += " with arguments ({})".format(", ".join(self.args))
+        msg += " is not implemented for Symbol and only available in NDArray."
+        return msg
+
+
+def _as_list(obj):
+    """obj itself if it is a list, else [obj]."""
+    return obj if isinstance(obj, list) else [obj]
+
+
+def py_str(x):
+    return x.decode("utf-8") if isinstance(x, bytes) else x

@@ -79,9 +79,53 @@ class Executor:
             return outs
         self.forward = forward
 
+    def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
+        """A new executor of the same symbol for new input shapes (kwargs: name -> shape),
+        sharing memory with this one: arrays whose shape is unchanged are the same arrays,
+        smaller ones are views of the start of the old ones, larger ones
+        (allow_up_sizing=True) are new. Changing the shape of an argument not named in
+        kwargs needs partial_shaping=True. Like MXNet's, the two executors share state and
+        must not run concurrently."""
+        from .base import MXNetError
+        from . import ndarray as nd
+        shapes = {k: tuple(v) for k, v in kwargs.items()}
+        arg_shapes, _, aux_shapes = self._symbol.infer_shape(**shapes)
+        if arg_shapes is None:
+            raise MXNetError("Executor.reshape: the shapes given (%s) do not decide every "
+                             "argument's shape" % shapes)
+
+        def resized(name, arr, shape):
+            if arr is None or tuple(arr.shape) == tuple(shape):
+                return arr
+            if name not in shapes and not partial_shaping:
+                raise MXNetError("Shape of unspecified array arg:%s changed. This can cause the "
+                                 "new executor to not share parameters with the old one. Set "
+                                 "partial_shaping=True if this is intended." % name)
+            size = int(np.prod(shape))
+            if size > arr.size:
+                if not allow_up_sizing:
+                    raise MXNetError("New shape of arg:%s larger than original. Set "
+                                     "allow_up_sizing=True to allocate new arrays." % name)
+                return nd.zeros(shape, ctx=arr.context, dtype=arr.dtype)
+            return arr._reshape_view((arr.size,))._slice(0, size)._reshape_view(tuple(shape))
+
+        args, grads, aux = {}, {}, {}
+        for name, a, g, shp in zip(self._arg_names, self.arg_arrays, self.grad_arrays,
+                                   arg_shapes):
+            args[name] = resized(name, a, shp)
+            if g is not None:
+                grads[name] = resized(name, g, shp)
+        for name, a, shp in zip(self._aux_names, self.aux_arrays, aux_shapes):
+            aux[name] = resized(name, a, shp)
+        reqs = {n: (r if n in grads else "null")
+                for n, r in zip(self._arg_names, self.handle.grad_reqs)}
+        return self._symbol.bind(self._ctx, args, args_grad=grads or None, grad_req=reqs,
+                                 aux_states=aux)
+
     def debug_str(self):
         lines = ["Symbol outputs: %s" % ", ".join(self._output_names),
-                 "Planned memory: %d bytes" % self.handle.planned_bytes]
+                 "Planned memory: %d bytes" % self.handle.planned_bytes,
+                 "Total %d MB allocated" % (self.handle.planned_bytes >> 20)]
         for n, a, g in zip(self._arg_names, self.arg_arrays, self.grad_arrays):
             lines.append("arg %s %s grad=%s" % (n, a.shape, "none" if g is None else "yes"))
         return "\n".join(lines)

@@ -27,7 +27,7 @@ def Variable(name, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None
     if not isinstance(name, str):
         raise TypeError("Expect a string for variable `name`")
     attr = _attribute.current().get(attr)
-    attr = dict(attr) if attr else {}
+    attr = _hidden_attrs(attr) if attr else {}
     if shape is not None:
         attr["__shape__"] = param_str(tuple(shape) if not isinstance(shape, int) else (shape,))
     if lr_mult is not None:
@@ -50,6 +50,37 @@ def Variable(name, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None
 
 
 var = Variable
+
+#: Attributes MXNet stores as __key__ (and reports under both names).
+_HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage")
+
+
+def _hidden_key(key):
+    """The key an attribute is stored under: lr_mult -> __lr_mult__ (as MXNet does); keys
+    that merely end in a hidden key (fc_lr_mult) are refused as in MXNet."""
+    for k in _HIDDEN_KEYS:
+        if key == k:
+            return "__%s__" % k
+        if key.endswith(k) and not key.endswith("__"):
+            raise ValueError("setting variable attributes with %s is deprecated. please instead "
+                             "use\nw = Variable(%s=...)\nsym = YourSymbolName(%s=w)"
+                             % (key, k, key[:-len(k) - 1]))
+    return key
+
+
+def _hidden_attrs(attr):
+    return {_hidden_key(k): v for k, v in attr.items()}
+
+
+def _with_shown_keys(attrs):
+    """attrs plus the plain name of each hidden key (__lr_mult__ -> lr_mult), as MXNet's
+    list_attr / attr_dict report them."""
+    out = dict(attrs)
+    for k in _HIDDEN_KEYS:
+        hk = "__%s__" % k
+        if hk in attrs:
+            out[k] = attrs[hk]
+    return out
 
 _FLAGS = {"float32": 0, "float64": 1, "float16": 2, "uint8": 3, "int32": 4, "int8": 5,
           "int64": 6, "bool": 7}
@@ -80,12 +111,14 @@ def _create(op_name, hint, args, kwargs, func_name="", param_names=()):
         else:
             raise TypeError("%s: positional arguments must be symbols, got %s" %
                             (func_name or op_name, type(a).__name__))
-    named, attrs = {}, {}
+    named, attrs, hidden = {}, {}, {}
     for k, v in kwargs.items():
         if isinstance(v, Symbol):
             named[k] = v
         elif v is _Null or (v is None and k not in param_names):
             continue
+        elif k in _HIDDEN_KEYS and k not in param_names:
+            hidden["__%s__" % k] = str(v)
         elif k == "dtype" and v is not None:
             attrs[k] = dtype_str(v)
         else:
@@ -93,8 +126,22 @@ def _create(op_name, hint, args, kwargs, func_name="", param_names=()):
     name = _name.current().get(name, hint)
     sym = Symbol._create(op_name, positional, attrs, name, named)
     extra = _attribute.current().get(attr)
-    for k, v in (extra or {}).items():
-        sym._set_attr(k, str(v))
+    extra = _hidden_attrs(extra) if extra else {}
+    extra.update(hidden)
+    if extra:
+        head = sym if sym._num_outputs == 1 else sym._output(0)
+        for k, v in extra.items():
+            head._set_attr(k, str(v))
+        # variables the op created for its missing inputs (fc1_weight, ...) get the same
+        # attributes, as in MXNet
+        given = set()
+        for a in positional + list(named.values()):
+            given.update(a.list_outputs())
+        children = head.get_children()
+        for child in (children if children is not None else ()):
+            if child.get_children() is None and child.name not in given:
+                for k, v in extra.items():
+                    child._set_attr(k, str(v))
     return sym
 
 
@@ -208,14 +255,42 @@ def _list_attr(self, recursive=False):
     if recursive:
         raise DeprecationWarning("Symbol.list_attr with recursive=True has been deprecated. "
                                  "Please use attr_dict instead.")
-    return dict(self._node_attrs())
+    return _with_shown_keys(self._node_attrs())
+
+
+_cpp_attr_dict = Symbol.attr_dict
+_cpp_get_children = Symbol.get_children
+
+
+def _attr_dict(self):
+    """{node name: {key: value}} for every node with attributes, hidden keys (__lr_mult__)
+    also under their plain name."""
+    return {k: _with_shown_keys(v) for k, v in _cpp_attr_dict(self).items()}
+
+
+def _get_children(self):
+    """The inputs of this symbol's node(s) as one grouped symbol (for a group: the inputs of
+    every output's node, in order); None when there are none (variables)."""
+    if self._num_outputs == 1:
+        return _cpp_get_children(self)
+    kids = []
+    for i in range(self._num_outputs):
+        c = _cpp_get_children(self._output(i))
+        if c is not None:
+            kids.extend(c[j] for j in range(len(c)))
+    return Group(kids) if kids else None
 
 
 def _set_attr_kw(self, **kwargs):
     for k, v in kwargs.items():
         if not isinstance(v, str):
             raise ValueError("Set Attr only accepts string values")
-        self._set_attr(k, v)
+        self._set_attr(_hidden_key(k), v)
+
+
+def _bool(self):
+    from .base import NotImplementedForSymbol
+    raise NotImplementedForSymbol("__bool__", "bool")
 
 
 def _shape_args(self, args, kwargs):
@@ -230,11 +305,30 @@ def _shape_args(self, args, kwargs):
     return known
 
 
+def _shape_overridden(self, known):
+    """self, or a copy whose variables' __shape__ attributes give way to the shapes passed
+    (as in MXNet, a shape given at inference time wins over the one given to Variable)."""
+    stored = {}
+    for name, attrs in _cpp_attr_dict(self).items():
+        if "__shape__" in attrs and name in known:
+            stored[name] = attrs["__shape__"]
+    change = {n: param_str(tuple(known[n])) for n in stored
+              if param_str(tuple(known[n])) != stored[n]}
+    if not change:
+        return self
+    copy = load_json(self.tojson())
+    internals = copy.get_internals()
+    for n, shp in change.items():
+        internals[n]._set_attr("__shape__", shp)
+    return copy
+
+
 def _infer_shape(self, *args, **kwargs):
     """(arg_shapes, out_shapes, aux_shapes) from the shapes given (positional in
     list_arguments order, or by name). When some shape cannot be decided it warns and
     returns (None, None, None), as MXNet does; conflicts raise ShapeError."""
-    arg, out, aux, complete = self._infer_shape(_shape_args(self, args, kwargs), False)
+    known = _shape_args(self, args, kwargs)
+    arg, out, aux, complete = _shape_overridden(self, known)._infer_shape(known, False)
     if not complete:
         unknowns = ["%s: %s" % (n, s) for n, s in zip(self.list_arguments(), arg)
                     if not s or not all(s)]
@@ -247,11 +341,27 @@ def _infer_shape(self, *args, **kwargs):
 
 def _infer_shape_partial(self, *args, **kwargs):
     """Like infer_shape, but unknown shapes come back as () (or with 0 dims)."""
-    arg, out, aux, _ = self._infer_shape(_shape_args(self, args, kwargs), True)
+    known = _shape_args(self, args, kwargs)
+    arg, out, aux, _ = _shape_overridden(self, known)._infer_shape(known, True)
     return arg, out, aux
 
 
 def _infer_type(self, *args, **kwargs):
+    """(arg_types, out_types, aux_types) as NumPy type objects (np.float32, ...), from the
+    types given (positional in list_arguments order, or by name); (None, None, None) when
+    some type cannot be decided."""
+    arg, out, aux = _infer_type_partial(self, *args, **kwargs)
+    if any(t is None for t in arg + out + aux):
+        return None, None, None
+    return arg, out, aux
+
+
+def _np_type(t):
+    return None if t is None else np.dtype(t).type
+
+
+def _infer_type_partial(self, *args, **kwargs):
+    """Like infer_type, but the types that cannot be decided come back as None."""
     known = {}
     if args:
         for name, t in zip(self.list_arguments(), args):
@@ -261,9 +371,7 @@ def _infer_type(self, *args, **kwargs):
         if v is not None:
             known[k] = np.dtype(v).name
     arg, out, aux = self._infer_type(known)
-    if any(t is None for t in arg + out + aux):
-        return None, None, None
-    return arg, out, aux
+    return ([_np_type(t) for t in arg], [_np_type(t) for t in out], [_np_type(t) for t in aux])
 
 
 def _grad_reqs(self, grad_req):
@@ -343,9 +451,84 @@ def _tojson(self, remove_amp_cast=True):
 
 
 def _call(self, *args, **kwargs):
-    raise NotImplementedError("composing symbols by calling them is not supported by Loom")
+    """Composition, as in MXNet: returns a copy of this symbol with free variables replaced by
+    the given symbols, positionally (list_arguments order) or by name
+    (net2(fc3_data=net1)). `name` is accepted and, as for MXNet's composite symbols, unused."""
+    import json
+    kwargs.pop("name", None)
+    if args and kwargs:
+        raise TypeError("compose only accept input Symbols either as positional or keyword "
+                        "arguments, not both")
+    arg_names = self.list_arguments()
+    if args:
+        if len(args) > len(arg_names):
+            raise TypeError("compose: %d symbols given for %d arguments"
+                            % (len(args), len(arg_names)))
+        repl = dict(zip(arg_names, args))
+    else:
+        repl = dict(kwargs)
+    for k, v in repl.items():
+        if not isinstance(v, Symbol):
+            raise TypeError("compose expect `Symbol` as arguments, got %s for '%s'"
+                            % (type(v).__name__, k))
+        if k not in arg_names:
+            raise ValueError("compose: '%s' is not an argument of the symbol (arguments: %s)"
+                             % (k, ", ".join(arg_names)))
+        if len(v) != 1:
+            raise ValueError("compose: '%s' must be a single-output symbol" % k)
+    if not repl:
+        return load_json(self.tojson())
+    g = json.loads(self.tojson())
+    nodes, rows = [], []
+    entry_of = {}
+    for k, v in repl.items():
+        sub = json.loads(v.tojson())
+        off = len(nodes)
+        for i, n in enumerate(sub["nodes"]):
+            n = dict(n)
+            n["inputs"] = [[e[0] + off] + list(e[1:]) for e in n["inputs"]]
+            if "control_deps" in n:
+                n["control_deps"] = [c + off for c in n["control_deps"]]
+            nodes.append(n)
+            rows.append(sub["node_row_ptr"][i + 1] - sub["node_row_ptr"][i])
+        h = sub["heads"][0]
+        entry_of[k] = [h[0] + off] + list(h[1:])
+    index = {}
+    replaced = {}
+    for i, n in enumerate(g["nodes"]):
+        if n["op"] == "null" and n["name"] in entry_of:
+            replaced[i] = entry_of[n["name"]]
+            continue
+        n = dict(n)
+        ins = []
+        for e in n["inputs"]:
+            ins.append(list(replaced[e[0]]) if e[0] in replaced else [index[e[0]]] + list(e[1:]))
+        n["inputs"] = ins
+        if "control_deps" in n:
+            n["control_deps"] = [index[c] for c in n["control_deps"] if c in index]
+        index[i] = len(nodes)
+        nodes.append(n)
+        rows.append(g["node_row_ptr"][i + 1] - g["node_row_ptr"][i])
+    heads = [list(replaced[h[0]]) if h[0] in replaced else [index[h[0]]] + list(h[1:])
+             for h in g["heads"]]
+    ptr = [0]
+    for r in rows:
+        ptr.append(ptr[-1] + r)
+    out = dict(g, nodes=nodes, heads=heads, node_row_ptr=ptr,
+               arg_nodes=[i for i, n in enumerate(nodes) if n["op"] == "null"])
+    return load_json(json.dumps(out))
 
 
+def _reduce(self):
+    return (load_json, (self.tojson(),))
+
+
+Symbol.__reduce__ = _reduce
+Symbol.__bool__ = _bool
+Symbol.__abs__ = lambda self: _module.abs(self)
+Symbol.attr_dict = _attr_dict
+Symbol.get_children = _get_children
+Symbol.infer_type_partial = _infer_type_partial
 Symbol.__getitem__ = _getitem
 Symbol.__iter__ = _iter
 Symbol.__len__ = lambda self: self._num_outputs

@@ -1,0 +1,141 @@
+"""MXNet 1.x Symbol / Executor API details found by running MXNet's own unit tests against
+Loom (tests/mxnet_suite): hidden attributes, attr_dict, pickling, get_children on groups,
+bool(), abs(), composition by calling, infer_type(_partial), shapes given at inference time
+winning over Variable(shape=...), Executor.reshape and debug_str."""
+import pickle
+import re
+
+import numpy as np
+import pytest
+
+
+def test_hidden_attribute_keys_stored_and_reported_twice(mx):
+    d = mx.sym.Variable("data", attr={"mood": "angry", "force_mirroring": "True"}, lr_mult=1)
+    la = d.list_attr()
+    assert la["__lr_mult__"] == "1" and la["lr_mult"] == "1"
+    assert la["__force_mirroring__"] == "True" and la["force_mirroring"] == "True"
+    assert la["mood"] == "angry" and "__mood__" not in la
+    assert d.attr("force_mirroring") == "True" and d.attr("__force_mirroring__") == "True"
+    with pytest.raises(ValueError):
+        mx.sym.Variable("x", attr={"fc_lr_mult": "1"})
+
+
+def test_op_attributes_reach_the_variables_it_creates(mx):
+    d = mx.sym.Variable("data", attr={"mood": "angry"})
+    op = mx.sym.Convolution(data=d, name="conv", kernel=(1, 1), num_filter=1,
+                            attr={"__mood__": "so so", "wd_mult": "x"}, lr_mult=2)
+    ad = op.attr_dict()
+    for n in ("conv", "conv_weight", "conv_bias"):
+        assert ad[n]["__mood__"] == "so so"
+        assert ad[n]["__wd_mult__"] == ad[n]["wd_mult"] == "x"
+        assert ad[n]["__lr_mult__"] == ad[n]["lr_mult"] == "2"
+    assert ad["data"] == {"mood": "angry"}          # a given input keeps its own attributes
+    assert op.list_attr()["kernel"] == "(1, 1)"
+
+
+def test_pickle_roundtrip(mx):
+    fc = mx.sym.FullyConnected(mx.sym.Variable("x"), num_hidden=3, name="fc")
+    again = pickle.loads(pickle.dumps(fc))
+    assert again.tojson() == fc.tojson()
+    assert again.list_arguments() == ["x", "fc_weight", "fc_bias"]
+
+
+def test_get_children_of_groups_and_variables(mx):
+    data = mx.sym.Variable("data")
+    fc1 = mx.sym.FullyConnected(data=data, name="fc1", num_hidden=10)
+    fc2 = mx.sym.FullyConnected(data=fc1, name="fc2", num_hidden=100)
+    kids = fc2.get_children()
+    assert kids.list_outputs() == ["fc1_output", "fc2_weight", "fc2_bias"]
+    assert kids.get_children().list_outputs() == ["data", "fc1_weight", "fc1_bias"]
+    assert kids["fc2_weight"].get_children() is None
+
+
+def test_bool_and_abs(mx):
+    x = mx.sym.Variable("x")
+    with pytest.raises(mx.base.NotImplementedForSymbol):
+        bool(x)
+    y = abs(x)
+    out = y.eval(ctx=mx.cpu(), x=mx.nd.array([-1.5, 2.0]))[0].asnumpy()
+    np.testing.assert_array_equal(out, [1.5, 2.0])
+
+
+def test_compose_by_calling(mx):
+    data = mx.sym.Variable("data")
+    net1 = mx.sym.FullyConnected(data=data, name="fc1", num_hidden=10)
+    net2 = mx.sym.FullyConnected(name="fc3", num_hidden=4)
+    net2 = mx.sym.Activation(data=net2, act_type="relu")
+    composed = net2(fc3_data=net1, name="composed")
+    assert composed.list_arguments() == ["data", "fc1_weight", "fc1_bias", "fc3_weight",
+                                         "fc3_bias"]
+    _, out, _ = composed.infer_shape(data=(2, 7))
+    assert out == [(2, 4)]
+    # positional: arguments in list_arguments order
+    w = mx.sym.Variable("w")
+    c2 = net2(w)
+    assert c2.list_arguments()[0] == "w"
+    # numbers: relu(x @ W3.T + b3) with x = data @ W1.T + b1
+    rng = np.random.RandomState(0)
+    vals = {"data": rng.randn(2, 7), "fc1_weight": rng.randn(10, 7), "fc1_bias": rng.randn(10),
+            "fc3_weight": rng.randn(4, 10), "fc3_bias": rng.randn(4)}
+    got = composed.eval(ctx=mx.cpu(), **{k: mx.nd.array(v) for k, v in vals.items()})[0]
+    h = vals["data"] @ vals["fc1_weight"].T + vals["fc1_bias"]
+    ref = np.maximum(h @ vals["fc3_weight"].T + vals["fc3_bias"], 0)
+    np.testing.assert_allclose(got.asnumpy(), ref, rtol=1e-4, atol=1e-4)
+    with pytest.raises(TypeError):
+        net2(w, fc3_data=w)
+    with pytest.raises(ValueError):
+        net2(nope=w)
+
+
+def test_infer_type_returns_numpy_types_and_partial(mx):
+    data = mx.sym.Variable("data")
+    f32 = mx.sym.Cast(data=data, dtype="float32")
+    mlp = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(f32, num_hidden=3, name="fc"),
+                               name="softmax")
+    arg, out, aux = mlp.infer_type(data=np.float16)
+    assert arg == [np.float16, np.float32, np.float32, np.float32]
+    assert out == [np.float32] and aux == []
+    arg, out, aux = mlp.infer_type_partial()
+    assert arg[1:] == [np.float32, np.float32, np.float32] and out == [np.float32]
+
+
+def test_given_shape_wins_over_variable_shape(mx):
+    a = mx.sym.Variable("a", shape=(2, 3))
+    b = mx.sym.Variable("b")
+    c = mx.sym.elemwise_add(a, b)
+    assert c.infer_shape() == ([(2, 3), (2, 3)], [(2, 3)], [])
+    assert c.infer_shape(a=(5, 6)) == ([(5, 6), (5, 6)], [(5, 6)], [])
+    assert c.infer_shape_partial(a=(5, 6))[1] == [(5, 6)]
+    # the symbol itself keeps its attribute
+    assert a.attr("__shape__") == "(2, 3)"
+
+
+def test_executor_reshape_shares_memory(mx):
+    x = mx.sym.Variable("x")
+    y = mx.sym.FullyConnected(x, num_hidden=4, name="fc")
+    exe = y.simple_bind(mx.cpu(), x=(5, 4), grad_req="null")
+    exe.arg_dict["x"][:] = 1
+    exe.arg_dict["fc_weight"][:] = np.arange(16).reshape(4, 4)
+    exe.arg_dict["fc_bias"][:] = 0
+    small = exe.reshape(x=(3, 4))
+    assert small.arg_dict["x"].shape == (3, 4)
+    small.forward()
+    ref = np.ones((3, 4)) @ np.arange(16).reshape(4, 4).T
+    np.testing.assert_allclose(small.outputs[0].asnumpy(), ref)
+    small.arg_dict["x"][:] = 2                        # a view of the start of exe's x
+    np.testing.assert_array_equal(exe.arg_dict["x"].asnumpy()[:3], 2)
+    np.testing.assert_array_equal(exe.arg_dict["x"].asnumpy()[3:], 1)
+    with pytest.raises(mx.base.MXNetError):
+        exe.reshape(x=(6, 4))
+    big = exe.reshape(allow_up_sizing=True, x=(6, 4))
+    big.arg_dict["x"][:] = 0
+    assert exe.arg_dict["x"].asnumpy()[3:].min() == 1  # new array, not shared
+    big.arg_dict["fc_weight"][:] = 5                   # same weight array
+    assert exe.arg_dict["fc_weight"].asnumpy().min() == 5
+
+
+def test_debug_str_reports_total_megabytes(mx):
+    x = mx.sym.Variable("x")
+    exe = (x * x).simple_bind(mx.cpu(), x=(512, 1024))
+    m = re.search(r"Total (\d+) MB allocated", exe.debug_str())
+    assert m is not None and int(m.group(1)) >= 0
