@@ -94,6 +94,9 @@ class KVStore(object):
             merged = vals[0].copy()
             for v in vals[1:]:
                 merged += v
+            if self._module_updater:
+                raise KVStoreError("push: this store hosts a Module's optimizer, which updates "
+                                   "the module's own weights; push to a store of your own")
             if self._updater is not None:
                 self._updater(k, merged, stored)
             elif self._optimizer is not None:
@@ -152,6 +155,7 @@ class KVStore(object):
         from .module._update import _is_graph_optimizer
         self._updater = None
         self._graph_updaters = {}
+        self._module_updater = False
         if _is_graph_optimizer(optimizer):
             self._optimizer = optimizer
             return
@@ -166,10 +170,20 @@ class KVStore(object):
         grad.copyto(buf)
         updater()
 
+    def _set_module_updater(self, optimizer, updater):
+        """A Module's update graph (module/_update.py), hosted for inspection
+        (kv._updater.states) as MXNet's update_on_kvstore does; the module runs it itself."""
+        self._optimizer = optimizer
+        self._updater = updater
+        self._module_updater = True
+
+    _module_updater = False
+
     def _set_updater(self, updater):
         """updater(key, value_pushed, value_stored), called on every push."""
         self._updater = updater
         self._optimizer = None
+        self._module_updater = False
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
         if self._updater is None and self._optimizer is None:

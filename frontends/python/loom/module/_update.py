@@ -21,6 +21,9 @@ from ..base import LoomError
 
 _GRAPH_OPTIMIZERS = ("sgd", "nag", "adam", "adamw", "rmsprop", "lamb")
 _MAGIC = "__loom_module_optimizer_states__"
+# step-graph state names per parameter p: p_mom (sgd, nag), p_mean/p_var (adam, adamw,
+# lamb), p_n/p_g/p_delta (rmsprop)
+_STATE_SUFFIXES = ("mom", "mean", "var", "n", "g", "delta")
 
 
 def _is_graph_optimizer(opt):
@@ -69,11 +72,12 @@ def param_mults(opt, param_names, idx2name, symbol, by_name):
 class _GraphUpdater(object):
     """The in-graph optimizer step over `weights`/`grads` (name -> NDArray, by reference)."""
 
-    def __init__(self, optimizer, weights, grads, lr_mult, wd_mult, ctx):
+    def __init__(self, optimizer, weights, grads, lr_mult, wd_mult, ctx, name2idx=None):
         self.optimizer = optimizer
         self.names = [n for n in weights if grads.get(n) is not None]
         self._exe = None
-        self.states, self._opt_states = {}, []
+        self.aux, self._opt_states, self._by_param = {}, [], {}
+        self._name2idx = name2idx or {n: i for i, n in enumerate(weights)}
         if not self.names:
             return
         terms = []
@@ -95,14 +99,30 @@ class _GraphUpdater(object):
         _, _, aux_shapes = step.infer_shape(**shapes)
         _, _, aux_types = step.infer_type(**{k: np.dtype(v.dtype).name for k, v in args.items()})
         aux_names = step.list_auxiliary_states()
-        self.states = {n: nd.zeros(tuple(s), ctx=ctx, dtype=t)
-                       for n, s, t in zip(aux_names, aux_shapes, aux_types or [None] * len(aux_names))}
-        self._exe = step.bind(ctx, args=args, grad_req="null", aux_states=self.states)
+        from .executor_group import zeros
+        self.aux = {n: zeros(tuple(s), ctx=ctx, dtype=t if t is not None else np.float32)
+                    for n, s, t in zip(aux_names, aux_shapes,
+                                       aux_types or [None] * len(aux_names))}
+        self._exe = step.bind(ctx, args=args, grad_req="null", aux_states=self.aux)
         kinds = _loom._classify_step_inputs(step)
         # What MXNet's Updater.get_states holds: the per-weight optimizer states. The update
         # counts (Adam's t, the lr schedule's num_update) belong to the optimizer object in
         # MXNet and are not restored by set_states, so they are not loaded here either.
-        self._opt_states = [k for k in self.states if kinds.get(k) == "opt"]
+        self._opt_states = [k for k in aux_names if kinds.get(k) == "opt"]
+        for n in self.names:  # each parameter's states, in the step's order (mom; mean, var)
+            self._by_param[n] = [k for k in self._opt_states
+                                 if k.startswith(n + "_") and k[len(n) + 1:] in _STATE_SUFFIXES]
+
+    @property
+    def states(self):
+        """MXNet's Updater.states: parameter index -> its optimizer state (None, an NDArray,
+        or a tuple of them), views of the update graph's arrays."""
+        out = {}
+        for n in self.names:
+            arrs = [self.aux[k] for k in self._by_param.get(n, [])]
+            out[self._name2idx.get(n, n)] = (None if not arrs else arrs[0] if len(arrs) == 1
+                                             else tuple(arrs))
+        return out
 
     def __call__(self):
         if self._exe is not None:
@@ -112,11 +132,11 @@ class _GraphUpdater(object):
     def num_update(self):
         if self._exe is None:
             return 0
-        return int(self.states["step_real"].asnumpy().reshape(-1)[0])
+        return int(self.aux["step_real"].asnumpy().reshape(-1)[0])
 
     def get_states(self, dump_optimizer=False):
         data = {_MAGIC: nd.array(np.zeros((1,), np.float32))}
-        data.update({k: v for k, v in self.states.items()} if self._exe is not None else {})
+        data.update(self.aux)
         return nd.save_tobuffer(data)
 
     def set_states(self, blob):
@@ -128,12 +148,12 @@ class _GraphUpdater(object):
             raise LoomError("optimizer states: not a file written by a Loom Module with an "
                             "in-graph optimizer (%s)" % type(self.optimizer).__name__)
         for k, v in data.items():
-            if k == _MAGIC or (k in self.states and k not in self._opt_states):
+            if k == _MAGIC or (k in self.aux and k not in self._opt_states):
                 continue
-            if k not in self.states:
+            if k not in self.aux:
                 raise LoomError("optimizer states: '%s' is not a state of this module's "
-                                "optimizer (states: %s)" % (k, sorted(self.states)))
-            dst = self.states[k]
+                                "optimizer (states: %s)" % (k, sorted(self._opt_states)))
+            dst = self.aux[k]
             if tuple(v.shape) != tuple(dst.shape):
                 raise LoomError("optimizer states: '%s' has shape %s, the module's is %s"
                                 % (k, tuple(v.shape), tuple(dst.shape)))
@@ -146,12 +166,11 @@ class _GraphUpdater(object):
 class _PyUpdater(object):
     """MXNet's imperative updater protocol over index -> (weight, grad)."""
 
-    def __init__(self, optimizer, weights, grads, idx2name):
+    def __init__(self, optimizer, weights, grads, name2idx):
         if not hasattr(optimizer, "update") or not hasattr(optimizer, "create_state"):
             raise LoomError("optimizer %s has no in-graph form and no update/create_state "
                             "methods" % type(optimizer).__name__)
         self.optimizer = optimizer
-        name2idx = {v: k for k, v in idx2name.items()}
         self.items = [(name2idx[n], weights[n], grads[n]) for n in weights
                       if grads.get(n) is not None and n in name2idx]
         self.states = {}

@@ -23,14 +23,26 @@ def _as_list(obj):
     return obj if isinstance(obj, list) else [obj]
 
 
+def _check_shape(name, shape):
+    import numbers
+    if not isinstance(shape, (tuple, list)) or \
+            not all(isinstance(d, numbers.Integral) for d in shape):
+        raise TypeError("the shape of input '%s' must be a tuple of ints, got %r"
+                        % (name, shape))
+    return tuple(int(d) for d in shape)
+
+
 def _desc(x):
     from ..io import DataDesc
     if isinstance(x, DataDesc):
+        _check_shape(x.name, x.shape)
         return x
     if hasattr(x, "name") and hasattr(x, "shape") and not isinstance(x, (tuple, list)):
-        return DataDesc(x.name, tuple(x.shape), getattr(x, "dtype", np.float32),
+        return DataDesc(x.name, _check_shape(x.name, x.shape), getattr(x, "dtype", np.float32),
                         getattr(x, "layout", "NCHW"))
-    return DataDesc(x[0], tuple(x[1]))
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        raise TypeError("input descriptions are (name, shape) pairs or DataDesc, got %r" % (x,))
+    return DataDesc(x[0], _check_shape(x[0], x[1]))
 
 
 def _check_names(expected, descs, kind, throw):

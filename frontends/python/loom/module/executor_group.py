@@ -8,7 +8,37 @@ bucket switch keeps training the same weights."""
 import numpy as np
 
 from .. import ndarray as nd
-from ..base import BindError, ShapeError
+from ..base import BindError, ParamError, ShapeError
+
+
+class ExtraParamsError(ParamError, ValueError):
+    """set_params/init_params got names the symbol lacks (and allow_extra=False)."""
+
+
+def zeros(shape, ctx=None, dtype=np.float32):
+    """nd.zeros, also for dtypes NDArray cannot fill (float16)."""
+    try:
+        return nd.zeros(tuple(shape), ctx=ctx, dtype=dtype)
+    except Exception:  # noqa: BLE001
+        return nd.array(np.zeros(tuple(shape), dtype=dtype), ctx=ctx, dtype=dtype)
+
+
+def split_slices(batch_size, work_load_list):
+    """Per-context slices of a batch in proportion to work_load_list (MXNet's rule: rounded
+    shares, the remainder to the last context)."""
+    total = float(sum(work_load_list))
+    counts = [int(round(w * batch_size / total)) for w in work_load_list]
+    if sum(counts) < batch_size:
+        counts[-1] += batch_size - sum(counts)
+    slices, end = [], 0
+    for c in counts:
+        begin = min(end, batch_size)
+        end = min(begin + c, batch_size)
+        if begin >= end:
+            raise ValueError("Too many slices: batch %d over %d contexts leaves some empty"
+                             % (batch_size, len(work_load_list)))
+        slices.append(slice(begin, end))
+    return slices
 
 
 def _desc_name_shape(d):
@@ -59,11 +89,26 @@ class DataParallelExecutorGroup(object):
         else:
             self._params, self._grads, self._auxs = {}, {}, {}
             self.shared_data_arrays = [{} for _ in self.contexts]
+        self.group2ctx = self._group2ctx(group2ctxs)
+        self._arg_ctx = {}
         self._exec_cache = {}
         self.execs = []
         self.bind_exec(data_shapes, label_shapes)
 
     # -- binding -------------------------------------------------------------------------
+    def _group2ctx(self, group2ctxs):
+        """ctx_group name -> the context of its arrays (the first context's entry)."""
+        if not group2ctxs:
+            return {}
+        g = group2ctxs[0] if isinstance(group2ctxs, (list, tuple)) else group2ctxs
+        out = {}
+        for k, v in (g or {}).items():
+            out[k] = v[0] if isinstance(v, (list, tuple)) else v
+        return out
+
+    def _ctx_of(self, name, attrs):
+        grp = attrs.get(name, {}).get("__ctx_group__")
+        return self.group2ctx.get(grp, self.contexts[0]) if grp else self.contexts[0]
     def _grad_reqs(self, grad_req, data_names):
         names = self.arg_names
         if not self.for_training:
@@ -148,11 +193,15 @@ class DataParallelExecutorGroup(object):
         if arg_types is None:
             arg_types = [np.float32] * len(arg_shapes)
             aux_types = [np.float32] * len(aux_shapes)
-        ctx = self.contexts[0]
         shared = self.shared_data_arrays[0]
+        attrs = self.symbol.attr_dict() if self.group2ctx else {}
         args, grads = {}, {}
         for n, s, t in zip(self.arg_names, arg_shapes, arg_types):
             s = tuple(s)
+            # Loom binds every array on one context; a ctx_group's context is where
+            # get_input_grads hands that input's gradient (as MXNet places it there)
+            self._arg_ctx[n] = self._ctx_of(n, attrs)
+            ctx = self.contexts[0]
             if n in self._params or n in self.param_names:
                 arr = self._params.get(n)
                 private = arr is not None and tuple(arr.shape) != s
@@ -160,30 +209,31 @@ class DataParallelExecutorGroup(object):
                     # A "parameter" whose shape follows the input shapes (an unnamed label,
                     # as in MXNet) gets its own array in this executor, as MXNet's
                     # executor reshape reallocates it.
-                    arr = nd.zeros(s, ctx=ctx, dtype=t)
+                    arr = zeros(s, ctx=ctx, dtype=t)
                     if not private:
                         self._params[n] = arr
                 args[n] = arr
                 if self.grad_req.get(n, "null") != "null":
                     g = None if private else self._grads.get(n)
                     if g is None:
-                        g = nd.zeros(s, ctx=ctx, dtype=t)
+                        g = zeros(s, ctx=ctx, dtype=t)
                         if not private:
                             self._grads[n] = g
                     grads[n] = g
             else:
                 arr = shared.get(n)
                 if arr is None or tuple(arr.shape) != s or arr.dtype != np.dtype(t):
-                    arr = nd.zeros(s, ctx=ctx, dtype=t)
+                    arr = zeros(s, ctx=ctx, dtype=t)
                     shared[n] = arr
                 args[n] = arr
                 if self.grad_req.get(n, "null") != "null":
-                    grads[n] = nd.zeros(s, ctx=ctx, dtype=t)
+                    grads[n] = zeros(s, ctx=ctx, dtype=t)
         auxs = {}
+        ctx = self.contexts[0]
         for n, s, t in zip(self.aux_names, aux_shapes, aux_types):
             a = self._auxs.get(n)
             if a is None:
-                a = nd.zeros(tuple(s), ctx=ctx, dtype=t)
+                a = zeros(tuple(s), ctx=ctx, dtype=t)
                 self._auxs[n] = a
             auxs[n] = a
         reqs = {n: (self.grad_req.get(n, "null") if n in grads else "null")
@@ -212,8 +262,7 @@ class DataParallelExecutorGroup(object):
             extra = [n for n in (arg_params or {}) if n not in self.arg_names]
             extra += [n for n in (aux_params or {}) if n not in self.aux_names]
             if extra:
-                from ..base import ParamError
-                raise ParamError("parameters %s are not in the symbol (pass allow_extra=True "
+                raise ExtraParamsError("parameters %s are not in the symbol (pass allow_extra=True "
                                  "to ignore them)" % sorted(extra))
 
     def get_params(self, arg_params, aux_params):
@@ -247,18 +296,51 @@ class DataParallelExecutorGroup(object):
             raise BindError("backward: the module is bound with for_training=False")
         self.execs[0].backward(out_grads=out_grads)
 
+    def _per_context(self, arrays, axes):
+        """[[array's slice for each context]] (MXNet's unmerged layout)."""
+        if len(self.contexts) == 1:
+            return [[a] for a in arrays]
+        slices = split_slices(self.batch_size, self.workload or [1] * len(self.contexts))
+        out = []
+        for a, ax in zip(arrays, axes):
+            if a is None:
+                out.append([None] * len(slices))
+                continue
+            x = a.asnumpy()
+            parts = []
+            for sl, ctx in zip(slices, self.contexts):
+                idx = [slice(None)] * x.ndim
+                idx[ax] = sl
+                parts.append(nd.array(x[tuple(idx)], ctx=ctx, dtype=x.dtype))
+            out.append(parts)
+        return out
+
+    def _output_axes(self):
+        axes = []
+        for i in range(len(self.output_names)):
+            try:
+                layout = self.symbol[i].attr("__layout__")
+            except Exception:  # noqa: BLE001
+                layout = None
+            axes.append(layout.find("N") if layout and "N" in layout else 0)
+        return axes
+
     def get_outputs(self, merge_multi_context=True, begin=0, end=None):
-        outs = self.execs[0].outputs[begin:end]
+        outs = list(self.execs[0].outputs[begin:end])
         if merge_multi_context:
-            return list(outs)
-        return [[o] for o in outs]
+            return outs
+        return self._per_context(outs, self._output_axes()[begin:end])
 
     def get_output_shapes(self):
         return [(n, tuple(o.shape)) for n, o in zip(self.output_names, self.execs[0].outputs)]
 
     def get_input_grads(self, merge_multi_context=True):
         grads = [g[0] for g in self.input_grad_arrays]
-        return grads if merge_multi_context else [[g] for g in grads]
+        if self.group2ctx:
+            grads = [g if g is None or self._arg_ctx.get(n, g.context) == g.context
+                     else g.as_in_context(self._arg_ctx[n])
+                     for n, g in zip(self.data_names, grads)]
+        return grads if merge_multi_context else self._per_context(grads, self.data_layouts)
 
     def get_states(self, merge_multi_context=True):
         states = [s[0] for s in self.state_arrays]

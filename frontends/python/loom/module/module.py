@@ -18,19 +18,24 @@ from ._update import _GraphUpdater, _PyUpdater, _is_graph_optimizer, param_mults
 
 
 def _create_kvstore(kvstore, num_device):
-    """MXNet's rule: no kvstore for one device and a local store; Loom runs every context's
-    share in one executor, so a local/device store is never needed. Distributed stores go
-    through mx.kv.create, which explains that they are not available."""
+    """(kvstore, update_on_kvstore) by MXNet's rule: no store for one device and a local
+    store, a store (updating on it unless MXNET_UPDATE_ON_KVSTORE=0) for several. Loom runs
+    every context's share in one executor, so the store only hosts the module's updater
+    (`kvstore._updater`) for code that inspects it; updates always run the module's update
+    graph. Distributed types raise (mx.kv.create)."""
+    import os
     from .. import kvstore as kvs
     if kvstore is None:
         return None, False
     if isinstance(kvstore, kvs.KVStore):
-        return kvstore, True
-    if isinstance(kvstore, str):
-        if kvstore in ("local", "device") or kvstore.startswith("local"):
+        kv = kvstore
+    elif isinstance(kvstore, str):
+        if num_device == 1 and "dist" not in kvstore:
             return None, False
-        return kvs.create(kvstore), True
-    raise TypeError("kvstore must be a KVStore, a str or None, got %r" % (kvstore,))
+        kv = kvs.create(kvstore)
+    else:
+        raise TypeError("kvstore must be a KVStore, a str or None, got %r" % (kvstore,))
+    return kv, bool(int(os.getenv("MXNET_UPDATE_ON_KVSTORE", "1")))
 
 
 class Module(BaseModule):
@@ -303,20 +308,20 @@ class Module(BaseModule):
         trained = {n: group._params[n] for n in self._param_names
                    if n in group._params and n not in self._fixed_param_names}
         grads = {n: group._grads.get(n) for n in trained}
+        name2idx = {}
+        for i, n in sorted(idx2name.items()):
+            name2idx.setdefault(n, i)
         if _is_graph_optimizer(optimizer):
             # FeedForward creates its optimizer by name as MXNet does (sym, param_idx2name)
             by_name = by_name or getattr(optimizer, "_loom_mults_from_symbol", False)
             lr_mult, wd_mult = param_mults(optimizer, list(trained), idx2name, self._symbol,
                                            by_name)
             self._updater = _GraphUpdater(optimizer, trained, grads, lr_mult, wd_mult,
-                                          self._context[0])
+                                          self._context[0], name2idx)
         else:
-            self._updater = _PyUpdater(optimizer, trained, grads,
-                                       dict(enumerate(self._exec_group.param_names)))
-        if kv is not None:
-            kv.set_optimizer(optimizer)
-            for n in self._param_names:
-                kv.init(n, self._arg_params[n])
+            self._updater = _PyUpdater(optimizer, trained, grads, name2idx)
+        if kv is not None and update_on_kvstore:
+            kv._set_module_updater(optimizer, self._updater)
         self.optimizer_initialized = True
         if self._preload_opt_states is not None:
             self.load_optimizer_states(self._preload_opt_states)
