@@ -435,3 +435,261 @@ _FLUENT = ["abs", "sign", "round", "floor", "ceil", "sqrt", "rsqrt", "square", "
 for _name in _FLUENT:
     if _op(_name) and hasattr(_module, _name):
         setattr(NDArray, _name, (lambda f: lambda self, *a, **k: f(self, *a, **k))(getattr(_module, _name)))
+
+# MXNet's full list of fluent methods; each is installed when Loom has the op (the rest stay
+# missing rather than failing at call time).
+_FLUENT_ALL = ["reshape_like", "zeros_like", "ones_like", "broadcast_axes", "repeat", "pad",
+               "swapaxes", "split_v2", "slice", "slice_like", "take", "one_hot", "pick", "sort",
+               "topk", "argsort", "argmax", "argmax_channel", "argmin", "shape_array",
+               "size_array", "tile", "flip", "depth_to_space", "space_to_depth", "diag",
+               "nansum", "prod", "nanprod", "norm", "rint", "fix", "trunc", "sin", "cos", "tan",
+               "arcsin", "arccos", "arctan", "degrees", "radians", "sinh", "cosh", "arcsinh",
+               "arccosh", "arctanh", "log10", "log2", "cbrt", "rcbrt", "softmin", "squeeze",
+               "broadcast_to", "broadcast_like"]
+for _name in _FLUENT_ALL:
+    if _name not in vars(NDArray) and _op(_name) and hasattr(_module, _name):
+        setattr(NDArray, _name, (lambda f: lambda self, *a, **k: f(self, *a, **k))(getattr(_module, _name)))
+
+
+# ---------------------------------------------------------------------------------------
+# MXNet's Python-level elementwise functions (mx.nd.maximum, mx.nd.equal, ...): numbers and
+# arrays in any combination, broadcasting. They use Loom's broadcast / scalar ops where
+# those exist and NumPy on the host otherwise (comparisons return the input's dtype, as in
+# MXNet).
+
+def _np_mod(a, b):
+    # MXNet's mod: the sign of the divisor (Python's %), and 0 where the divisor is 0
+    b_safe = np.where(b == 0, 1, b)
+    return np.where(b == 0, 0, np.mod(a, b_safe))
+
+
+def _elementwise(lhs, rhs, np_fn, bcast=None, scalar=None, rscalar=None, out=None):
+    if is_number(lhs) and is_number(rhs):
+        r = np_fn(lhs, rhs)
+        return r.item() if isinstance(r, np.generic) else r
+    if isinstance(lhs, np.ndarray):
+        lhs = array(lhs)
+    if isinstance(rhs, np.ndarray):
+        rhs = array(rhs)
+    res = None
+    if isinstance(lhs, NDArray) and isinstance(rhs, NDArray):
+        if bcast and _op(bcast):
+            res = invoke(bcast, [lhs, rhs])
+        else:
+            dt = lhs.dtype
+            res = array(np.asarray(np_fn(lhs.asnumpy(), rhs.asnumpy())).astype(dt), lhs.context, dt)
+    elif isinstance(lhs, NDArray) and is_number(rhs):
+        if scalar and _op(scalar):
+            res = invoke(scalar, [lhs], {"scalar": str(float(rhs))})
+        else:
+            dt = lhs.dtype
+            res = array(np.asarray(np_fn(lhs.asnumpy(), rhs)).astype(dt), lhs.context, dt)
+    elif is_number(lhs) and isinstance(rhs, NDArray):
+        if rscalar and _op(rscalar):
+            res = invoke(rscalar, [rhs], {"scalar": str(float(lhs))})
+        else:
+            dt = rhs.dtype
+            res = array(np.asarray(np_fn(lhs, rhs.asnumpy())).astype(dt), rhs.context, dt)
+    else:
+        raise TypeError("type %s and %s not supported" % (type(lhs).__name__, type(rhs).__name__))
+    if out is not None:
+        out[:] = res
+        return out
+    return res
+
+
+def add(lhs, rhs):
+    """lhs + rhs, broadcasting (MXNet's mx.nd.add)."""
+    return _elementwise(lhs, rhs, np.add, "broadcast_add", "_plus_scalar", "_plus_scalar")
+
+
+def subtract(lhs, rhs):
+    """lhs - rhs, broadcasting."""
+    return _elementwise(lhs, rhs, np.subtract, "broadcast_sub", "_minus_scalar", "_rminus_scalar")
+
+
+def multiply(lhs, rhs):
+    """lhs * rhs, broadcasting."""
+    return _elementwise(lhs, rhs, np.multiply, "broadcast_mul", "_mul_scalar", "_mul_scalar")
+
+
+def divide(lhs, rhs):
+    """lhs / rhs, broadcasting."""
+    return _elementwise(lhs, rhs, np.true_divide, "broadcast_div", "_div_scalar", "_rdiv_scalar")
+
+
+true_divide = divide
+
+
+def modulo(lhs, rhs):
+    """lhs % rhs, broadcasting (the result has the divisor's sign; x % 0 is 0)."""
+    return _elementwise(lhs, rhs, _np_mod, "broadcast_mod", "_mod_scalar", "_rmod_scalar")
+
+
+def power(base, exp):
+    """base ** exp, broadcasting."""
+    return _elementwise(base, exp, np.power, "broadcast_power", "_power_scalar", "_rpower_scalar")
+
+
+def maximum(lhs, rhs):
+    """Elementwise maximum, broadcasting."""
+    return _elementwise(lhs, rhs, np.maximum, "broadcast_maximum", "_maximum_scalar",
+                        "_maximum_scalar")
+
+
+def minimum(lhs, rhs):
+    """Elementwise minimum, broadcasting."""
+    return _elementwise(lhs, rhs, np.minimum, "broadcast_minimum", "_minimum_scalar",
+                        "_minimum_scalar")
+
+
+def hypot(lhs, rhs):
+    """sqrt(lhs**2 + rhs**2), broadcasting."""
+    return _elementwise(lhs, rhs, np.hypot, "broadcast_hypot", "_hypot_scalar", "_hypot_scalar")
+
+
+def equal(lhs, rhs):
+    """1 where lhs == rhs else 0, in the arrays' dtype, broadcasting."""
+    return _elementwise(lhs, rhs, np.equal, "broadcast_equal", "_equal_scalar", "_equal_scalar")
+
+
+def not_equal(lhs, rhs):
+    """1 where lhs != rhs else 0, broadcasting."""
+    return _elementwise(lhs, rhs, np.not_equal, "broadcast_not_equal", "_not_equal_scalar",
+                        "_not_equal_scalar")
+
+
+def greater(lhs, rhs):
+    """1 where lhs > rhs else 0, broadcasting."""
+    return _elementwise(lhs, rhs, np.greater, "broadcast_greater", "_greater_scalar",
+                        "_lesser_scalar")
+
+
+def greater_equal(lhs, rhs):
+    """1 where lhs >= rhs else 0, broadcasting."""
+    return _elementwise(lhs, rhs, np.greater_equal, "broadcast_greater_equal",
+                        "_greater_equal_scalar", "_lesser_equal_scalar")
+
+
+def lesser(lhs, rhs):
+    """1 where lhs < rhs else 0, broadcasting."""
+    return _elementwise(lhs, rhs, np.less, "broadcast_lesser", "_lesser_scalar",
+                        "_greater_scalar")
+
+
+def lesser_equal(lhs, rhs):
+    """1 where lhs <= rhs else 0, broadcasting."""
+    return _elementwise(lhs, rhs, np.less_equal, "broadcast_lesser_equal",
+                        "_lesser_equal_scalar", "_greater_equal_scalar")
+
+
+def logical_and(lhs, rhs):
+    """1 where both are nonzero else 0, broadcasting."""
+    return _elementwise(lhs, rhs, np.logical_and, "broadcast_logical_and",
+                        "_logical_and_scalar", "_logical_and_scalar")
+
+
+def logical_or(lhs, rhs):
+    """1 where either is nonzero else 0, broadcasting."""
+    return _elementwise(lhs, rhs, np.logical_or, "broadcast_logical_or", "_logical_or_scalar",
+                        "_logical_or_scalar")
+
+
+def logical_xor(lhs, rhs):
+    """1 where exactly one is nonzero else 0, broadcasting."""
+    return _elementwise(lhs, rhs, np.logical_xor, "broadcast_logical_xor",
+                        "_logical_xor_scalar", "_logical_xor_scalar")
+
+
+def _mod(self, other):
+    return modulo(self, other)
+
+
+def _rmod(self, other):
+    return modulo(other, self)
+
+
+def _imod(self, other):
+    self._copy_from(modulo(self, other))
+    return self
+
+
+NDArray.__mod__ = _mod
+NDArray.__rmod__ = _rmod
+NDArray.__imod__ = _imod
+
+
+def moveaxis(tensor, source, destination):
+    """The array with axes `source` moved to `destination` (ints or equal-length lists),
+    the other axes keeping their order (numpy.moveaxis)."""
+    nd_ = tensor.ndim
+
+    def norm(ax, what):
+        axes = [ax] if isinstance(ax, (int, np.integer)) else list(ax)
+        out = []
+        for a in axes:
+            a = int(a)
+            if not -nd_ <= a < nd_:
+                raise ValueError("%s axis %d is out of range for an array of %d dimensions"
+                                 % (what, a, nd_))
+            out.append(a % nd_)
+        if len(set(out)) != len(out):
+            raise ValueError("repeated axis in %s argument" % what)
+        return out
+
+    src, dst = norm(source, "source"), norm(destination, "destination")
+    if len(src) != len(dst):
+        raise ValueError("`source` and `destination` arguments must have the same number of "
+                         "elements")
+    order = [a for a in range(nd_) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return invoke("transpose", [tensor], {"axes": param_str(tuple(order))})
+
+
+def onehot_encode(indices, out):
+    """Writes the one-hot rows of `indices` (shape (n,)) into `out` (shape (n, depth)) and
+    returns it (MXNet's legacy mx.nd.onehot_encode)."""
+    idx = indices.asnumpy().astype(np.int64)
+    depth = out.shape[1]
+    res = np.zeros(out.shape, dtype=np.dtype(out.dtype))
+    ok = (idx >= 0) & (idx < depth)
+    res[np.arange(len(idx))[ok], idx[ok]] = 1
+    out[:] = res
+    return out
+
+
+def linspace(start, stop, num, endpoint=True, ctx=None, dtype=None):
+    """`num` evenly spaced values from start to stop (numpy.linspace), float32 by default."""
+    a = np.linspace(start, stop, int(num), endpoint=endpoint)
+    dt = np.dtype(dtype or "float32")
+    return array(a.astype(dt), ctx, dt)
+
+
+def eye(N, M=0, k=0, ctx=None, dtype=None, **kwargs):
+    """An N x M (M=0: N x N) array with ones on diagonal k."""
+    dt = np.dtype(dtype or "float32")
+    return array(np.eye(int(N), int(M) if M else None, int(k), dtype=dt), ctx, dt)
+
+
+def from_numpy(ndarray, zero_copy=True):
+    """An NDArray with the NumPy array's contents (Loom always copies; the NumPy array stays
+    usable)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError("from_numpy expects a numpy.ndarray, got %s" % type(ndarray).__name__)
+    return array(ndarray, dtype=ndarray.dtype)
+
+
+def _make_internal():
+    """mx.<nd|sym>._internal: the functions of the ops whose names start with '_'
+    (_plus_scalar, _maximum, ...), as in MXNet."""
+    import types
+    mod = types.ModuleType(__name__ + "._internal")
+    mod.__doc__ = "Ops whose names start with an underscore."
+    for fname, _info in _ops.function_names():
+        if fname.startswith("_") and hasattr(_module, fname):
+            setattr(mod, fname, getattr(_module, fname))
+    return mod
+
+
+_internal = _make_internal()

@@ -409,7 +409,8 @@ def _as_dict(values, names, what):
     if values is None:
         return {}
     if isinstance(values, dict):
-        return dict(values)
+        # as in MXNet, entries for names the symbol does not have are ignored
+        return {k: v for k, v in values.items() if k in names}
     values = list(values)
     if len(values) != len(names):
         raise ValueError("%s: %d arrays given for %d names (%s)" %
@@ -562,3 +563,77 @@ for _fname in _FLUENT:
     if _ops.find(_fname) is not None and hasattr(_module, _fname):
         setattr(Symbol, _fname,
                 (lambda f: lambda self, *a, **k: f(self, *a, **k))(getattr(_module, _fname)))
+
+
+# MXNet's Python-level binary functions on symbols (mx.sym.maximum, mx.sym.pow, ...): two
+# symbols give the elementwise op, a symbol and a number the scalar op, two numbers the
+# number.
+
+def _sym_binary(lhs, rhs, np_fn, op, hint, scalar, rscalar, scalar_hint):
+    if isinstance(lhs, Symbol) and isinstance(rhs, Symbol):
+        return _create(op, hint, (lhs, rhs), {})
+    if isinstance(lhs, Symbol) and is_number(rhs):
+        return _create(scalar, scalar_hint, (lhs,), {"scalar": float(rhs)})
+    if is_number(lhs) and isinstance(rhs, Symbol):
+        return _create(rscalar, scalar_hint, (rhs,), {"scalar": float(lhs)})
+    if is_number(lhs) and is_number(rhs):
+        r = np_fn(lhs, rhs)
+        return r.item() if isinstance(r, np.generic) else r
+    raise TypeError("types (%s, %s) not supported" % (type(lhs).__name__, type(rhs).__name__))
+
+
+def maximum(left, right):
+    """Elementwise maximum of two symbols, or of a symbol and a number."""
+    return _sym_binary(left, right, np.maximum, "_maximum", "_maximum", "_maximum_scalar",
+                       "_maximum_scalar", "_maximumscalar")
+
+
+def minimum(left, right):
+    """Elementwise minimum of two symbols, or of a symbol and a number."""
+    return _sym_binary(left, right, np.minimum, "_minimum", "_minimum", "_minimum_scalar",
+                       "_minimum_scalar", "_minimumscalar")
+
+
+def pow(base, exp):  # noqa: A001 - MXNet's name
+    """base ** exp for symbols and numbers."""
+    return _sym_binary(base, exp, np.power, "_power", "_power", "_power_scalar",
+                       "_rpower_scalar", "_powerscalar")
+
+
+power = pow
+
+
+def hypot(left, right):
+    """sqrt(left**2 + right**2) for symbols and numbers."""
+    return _sym_binary(left, right, np.hypot, "_hypot", "_hypot", "_hypot_scalar",
+                       "_hypot_scalar", "_hypotscalar")
+
+
+# MXNet's full list of fluent methods, installed where Loom has the op.
+_FLUENT_ALL = ["reshape_like", "zeros_like", "ones_like", "broadcast_axes", "repeat", "pad",
+               "swapaxes", "split_v2", "slice", "slice_like", "take", "one_hot", "pick", "sort",
+               "topk", "argsort", "argmax", "argmax_channel", "argmin", "shape_array",
+               "size_array", "tile", "flip", "depth_to_space", "space_to_depth", "diag",
+               "nansum", "prod", "nanprod", "norm", "rint", "fix", "trunc", "sin", "cos", "tan",
+               "arcsin", "arccos", "arctan", "degrees", "radians", "sinh", "cosh", "arcsinh",
+               "arccosh", "arctanh", "log10", "log2", "cbrt", "rcbrt", "softmin", "squeeze",
+               "broadcast_to", "broadcast_like"]
+for _fname in _FLUENT_ALL:
+    if _fname not in vars(Symbol) and _ops.find(_fname) is not None and hasattr(_module, _fname):
+        setattr(Symbol, _fname,
+                (lambda f: lambda self, *a, **k: f(self, *a, **k))(getattr(_module, _fname)))
+
+
+def _make_internal():
+    """mx.<nd|sym>._internal: the functions of the ops whose names start with '_'
+    (_plus_scalar, _maximum, ...), as in MXNet."""
+    import types
+    mod = types.ModuleType(__name__ + "._internal")
+    mod.__doc__ = "Ops whose names start with an underscore."
+    for fname, _info in _ops.function_names():
+        if fname.startswith("_") and hasattr(_module, fname):
+            setattr(mod, fname, getattr(_module, fname))
+    return mod
+
+
+_internal = _make_internal()

@@ -1,0 +1,98 @@
+"""MXNet 1.x mx.nd / mx.sym Python-level functions found missing by running MXNet's own unit
+tests against Loom (tests/mxnet_suite): elementwise functions over numbers and arrays,
+moveaxis, onehot_encode, linspace, eye, from_numpy, %, fluent methods, _internal."""
+import numpy as np
+import pytest
+
+
+@pytest.mark.parametrize("name,ref", [
+    ("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply),
+    ("divide", np.true_divide), ("power", np.power), ("maximum", np.maximum),
+    ("minimum", np.minimum), ("hypot", np.hypot), ("equal", np.equal),
+    ("not_equal", np.not_equal), ("greater", np.greater), ("greater_equal", np.greater_equal),
+    ("lesser", np.less), ("lesser_equal", np.less_equal), ("logical_and", np.logical_and),
+    ("logical_or", np.logical_or), ("logical_xor", np.logical_xor),
+])
+def test_elementwise_functions(mx, name, ref):
+    rng = np.random.RandomState(1)
+    a = np.round(rng.uniform(0.5, 3, (2, 3)), 1).astype(np.float32)
+    b = np.round(rng.uniform(0.5, 3, (2, 1)), 1).astype(np.float32)
+    a[0, 0] = b[0, 0]
+    f = getattr(mx.nd, name)
+    want = ref(a, b).astype(np.float32)
+    got = f(mx.nd.array(a), mx.nd.array(b))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(f(mx.nd.array(a), 2.0).asnumpy(),
+                               ref(a, np.float32(2.0)).astype(np.float32), rtol=1e-5)
+    np.testing.assert_allclose(f(2.0, mx.nd.array(a)).asnumpy(),
+                               ref(np.float32(2.0), a).astype(np.float32), rtol=1e-5)
+    assert f(2.0, 3.0) == ref(2.0, 3.0)
+
+
+def test_modulo_follows_the_divisor_sign_and_zero(mx):
+    a = np.array([7, -7, 7, -7, 5], dtype=np.float32)
+    b = np.array([3, 3, -3, -3, 0], dtype=np.float32)
+    got = mx.nd.modulo(mx.nd.array(a), mx.nd.array(b)).asnumpy()
+    np.testing.assert_array_equal(got, [1, 2, -2, -1, 0])
+    np.testing.assert_array_equal((mx.nd.array(a) % 3).asnumpy(), [1, 2, 1, 2, 2])
+    np.testing.assert_array_equal((10 % mx.nd.array([3, 4])).asnumpy(), [1, 2])
+    x = mx.nd.array([5, 6])
+    x %= 4
+    np.testing.assert_array_equal(x.asnumpy(), [1, 2])
+
+
+def test_moveaxis_matches_numpy(mx):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for src, dst in [(0, 2), (2, 0), (-1, 0), ([0, 1], [-1, -2]), ([0, 2], [1, 0])]:
+        got = mx.nd.moveaxis(mx.nd.array(x), src, dst).asnumpy()
+        np.testing.assert_array_equal(got, np.moveaxis(x, src, dst))
+    for src, dst in [(3, 0), (-4, 0), (0, 5), ([0, 0], [0, 1]), ([0, 1], [1, 1]),
+                     (0, [0, 1]), ([0, 1], [0])]:
+        with pytest.raises(ValueError):
+            mx.nd.moveaxis(mx.nd.array(x), src, dst)
+
+
+def test_onehot_encode_linspace_eye_from_numpy(mx):
+    out = mx.nd.zeros((3, 4))
+    res = mx.nd.onehot_encode(mx.nd.array([0, 3, 1]), out=out)
+    assert res is out
+    np.testing.assert_array_equal(out.asnumpy(), np.eye(4)[[0, 3, 1]])
+    np.testing.assert_allclose(mx.nd.linspace(0, 1, 5).asnumpy(), np.linspace(0, 1, 5))
+    np.testing.assert_allclose(mx.nd.linspace(0, 1, 4, endpoint=False).asnumpy(),
+                               np.linspace(0, 1, 4, endpoint=False))
+    li = mx.nd.linspace(0, 10, 4, dtype="int32")
+    assert li.dtype == np.int32
+    np.testing.assert_array_equal(li.asnumpy(), np.linspace(0, 10, 4, dtype="int32"))
+    np.testing.assert_array_equal(mx.nd.eye(3, 4, 1).asnumpy(), np.eye(3, 4, 1))
+    np.testing.assert_array_equal(mx.nd.eye(3, k=-1).asnumpy(), np.eye(3, k=-1))
+    src = np.arange(6, dtype=np.int32).reshape(2, 3)
+    a = mx.nd.from_numpy(src)
+    assert a.dtype == np.int32 and a.shape == (2, 3)
+    np.testing.assert_array_equal(a.asnumpy(), src)
+
+
+def test_fluent_methods_and_internal(mx):
+    x = np.array([[1.0, -4.0, 2.0], [0.5, 3.0, -1.0]], dtype=np.float32)
+    a = mx.nd.array(x)
+    np.testing.assert_array_equal(a.argmax(axis=1).asnumpy(), x.argmax(axis=1))
+    np.testing.assert_allclose(a.norm().asnumpy(), [np.linalg.norm(x)], rtol=1e-6)
+    np.testing.assert_allclose(a.sin().asnumpy(), np.sin(x), rtol=1e-6)
+    np.testing.assert_array_equal(a.tile(reps=(1, 2)).asnumpy(), np.tile(x, (1, 2)))
+    np.testing.assert_array_equal(mx.nd._internal._plus_scalar(a, scalar=1).asnumpy(), x + 1)
+    s = mx.sym.Variable("s")
+    assert s.argmax(axis=1).eval(s=a)[0].asnumpy().tolist() == x.argmax(axis=1).tolist()
+
+
+def test_symbol_binary_functions(mx):
+    a, b = mx.sym.Variable("a"), mx.sym.Variable("b")
+    xa = np.array([1.0, 5.0, -2.0], dtype=np.float32)
+    xb = np.array([3.0, 2.0, -1.0], dtype=np.float32)
+    feed = {"a": mx.nd.array(xa), "b": mx.nd.array(xb)}
+    np.testing.assert_array_equal(mx.sym.maximum(a, b).eval(**feed)[0].asnumpy(),
+                                  np.maximum(xa, xb))
+    np.testing.assert_array_equal(mx.sym.minimum(a, 0).eval(**feed)[0].asnumpy(),
+                                  np.minimum(xa, 0))
+    np.testing.assert_allclose(mx.sym.pow(2, a).eval(**feed)[0].asnumpy(), 2.0 ** xa)
+    np.testing.assert_allclose(mx.sym.power(b, 2).eval(**feed)[0].asnumpy(), xb ** 2)
+    assert mx.sym.maximum(2, 3) == 3 and mx.sym.pow(2, 3) == 8
