@@ -782,6 +782,20 @@ def _inter_method(code, old_w, old_h, new_w, new_h, rng):
     return code
 
 
+class _LazyRng(object):
+    """A NumPy RandomState made on first use (making one costs more than decoding a
+    small image, and deterministic pipelines never draw)."""
+    __slots__ = ("seed", "rng")
+
+    def __init__(self, seed):
+        self.seed, self.rng = seed, None
+
+    def __getattr__(self, name):
+        if self.rng is None:
+            self.rng = np.random.RandomState(self.seed)
+        return getattr(self.rng, name)
+
+
 class ImageRecordIter(_FileIter):
     """Images from a RecordIO file (``path_imgrec``, optional ``path_imgidx``), decoded with
     OpenCV by ``preprocess_threads`` threads while up to ``prefetch_buffer`` batches wait in
@@ -976,8 +990,8 @@ class ImageRecordIter(_FileIter):
     # -- per image
     def _rng(self, i, epoch):
         if self._seed_aug is not None:
-            return np.random.RandomState((self._seed_aug + i) % (2 ** 32))
-        return np.random.RandomState((self._seed * 1000003 + epoch * 7919 + i) % (2 ** 32))
+            return _LazyRng((self._seed_aug + i) % (2 ** 32))
+        return _LazyRng((self._seed * 1000003 + epoch * 7919 + i) % (2 ** 32))
 
     def _read_raw(self, i):
         from . import recordio
@@ -1049,10 +1063,12 @@ class ImageRecordIter(_FileIter):
                 mean = mean[:, :, ::-1]
             return np.clip(chw.astype(np.int16) - mean.astype(np.int16), -128, 127).astype(
                 np.int8), label
-        contrast = np.float32((rng.rand() * p["max_random_contrast"] * 2
-                               - p["max_random_contrast"] + 1) * p["scale"])
-        illum = np.float32((rng.rand() * p["max_random_illumination"] * 2
-                            - p["max_random_illumination"]) * p["scale"])
+        contrast, illum = np.float32(p["scale"]), np.float32(0)
+        if p["max_random_contrast"] or p["max_random_illumination"]:
+            contrast = np.float32((rng.rand() * p["max_random_contrast"] * 2
+                                   - p["max_random_contrast"] + 1) * p["scale"])
+            illum = np.float32((rng.rand() * p["max_random_illumination"] * 2
+                                - p["max_random_illumination"]) * p["scale"])
         mult = (contrast / self._std).astype(np.float32).reshape(-1, 1, 1)
         bias = (illum / self._std).astype(np.float32).reshape(-1, 1, 1)
         if self._meanimg is not None:
