@@ -453,3 +453,30 @@ def test_missing_opencv_message():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ))
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_image_det_iter(tmp_path):
+    imgs = _images(3, seed=7)
+    objs = [[[1, 0.1, 0.2, 0.5, 0.6]], [[2, 0.0, 0.0, 1.0, 1.0], [3, 0.2, 0.3, 0.4, 0.9]],
+            [[0, 0.5, 0.5, 0.7, 0.8], [1, 0.6, 0.1, 0.2, 0.3]]]  # last box is invalid
+    imglist = []
+    for i, (img, o) in enumerate(zip(imgs, objs)):
+        p = str(tmp_path / ("%d.png" % i))
+        cv2.imwrite(p, img)
+        imglist.append([2, 5] + [v for box in o for v in box] + [p])
+    it = mx.image.ImageDetIter(3, (3, 16, 16), imglist=imglist, path_root="")
+    assert it.label_shape == (2, 5)
+    b = it.next()
+    lab = b.label[0].asnumpy()
+    want = np.full((3, 2, 5), -1, np.float32)
+    want[0, 0] = objs[0][0]
+    want[1] = objs[1]
+    want[2, 0] = objs[2][0]
+    np.testing.assert_allclose(lab, want, rtol=1e-6)
+    ref = cv2.resize(imgs[1], (16, 16), interpolation=cv2.INTER_CUBIC)[:, :, ::-1]
+    np.testing.assert_array_equal(b.data[0].asnumpy()[1], ref.transpose(2, 0, 1))
+    flip = mx.image.DetHorizontalFlipAug(1.0)
+    src = mx.nd.array(imgs[0], dtype="uint8")
+    out, lab = flip(src, np.array(objs[1], np.float32))
+    np.testing.assert_array_equal(out.asnumpy(), imgs[0][:, ::-1])
+    np.testing.assert_allclose(lab[:, 1:5], [[0, 0, 1, 1], [0.6, 0.3, 0.8, 0.9]], rtol=1e-6)
