@@ -19,7 +19,7 @@ if "--mxnet" in sys.argv:
 else:
     import loom as mx
 
-logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout, force=True)
 warnings.simplefilter("ignore", DeprecationWarning)
 
 

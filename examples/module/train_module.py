@@ -9,6 +9,7 @@ __lr_mult__ attribute, checkpoint/resume with optimizer states, and a BucketingM
 import logging
 import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -17,7 +18,7 @@ if "--mxnet" in sys.argv:
 else:
     import loom as mx
 
-logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout, force=True)
 # MXNet's lr schedulers log each rate change from Python; Loom's run inside the update graph.
 logging.getLogger().handlers[0].addFilter(lambda r: not r.getMessage().startswith("Update["))
 
@@ -76,7 +77,10 @@ def main():
     print("sgd score %s" % ["%s=%.5f" % nv for nv in mod.score(val, ["acc", "ce"])])
 
     # 2. Adam with a FactorScheduler, checkpoint and resume with optimizer states
-    prefix = os.path.join(os.environ.get("TMPDIR", "/tmp"), "loom_example_module_%d" % os.getpid())
+    tmp = tempfile.mkdtemp()
+    cwd = os.getcwd()
+    os.chdir(tmp)  # relative checkpoint names: the log lines do not depend on the directory
+    prefix = "mlp"
     mod = mx.mod.Module(mlp(), context=mx.cpu())
     sched = mx.lr_scheduler.FactorScheduler(step=5, factor=0.5, base_lr=0.02)
     mod.fit(train, num_epoch=2, arg_params=params, optimizer="adam",
@@ -96,6 +100,8 @@ def main():
     summary("adam-resumed", mod2)
     for suffix in ("-symbol.json", "-0002.params", "-0002.states"):
         os.remove(prefix + suffix)
+    os.chdir(cwd)
+    os.rmdir(tmp)
 
     # 3. BucketingModule: two sequence lengths share one set of weights
     def sym_gen(seq_len):

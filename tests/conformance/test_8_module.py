@@ -1,0 +1,339 @@
+"""mx.mod.Module / BucketingModule / mx.model.FeedForward against MXNet 1.9.1: the same
+symbols, initial weights and batches in both; the weights after every update (and the
+optimizer states, the outputs, the input gradients) and the log lines fit prints (speed and
+time fields masked) must match.
+
+The oracle interpreter runs RUNNER below (the same code Loom runs) on its own; it sees only
+NumPy data derived from seeds, never Loom. The examples in examples/module run under both
+too, and their printed output must be the same."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+RUNNER = r'''
+import logging
+import os
+import numpy as np
+
+
+class Capture(logging.Handler):
+    """The messages fit and the callbacks log, timing fields masked."""
+
+    def __init__(self):
+        logging.Handler.__init__(self, logging.INFO)
+        self.lines = []
+
+    def emit(self, record):
+        msg = record.getMessage()
+        if msg.startswith("Update["):  # MXNet's lr schedulers log from Python
+            return
+        msg = re.sub(r"Speed: [0-9.einf]+", "Speed: X", msg)
+        msg = re.sub(r"Time cost=[0-9.]+", "Time cost=X", msg)
+        msg = re.sub(r'"[^"]*/([^/"]+)"', r'"\1"', msg)  # temp directories differ
+        self.lines.append(msg)
+
+
+import re
+
+
+def mlp(mx, lr_mult=None, wd_mult=None):
+    data = mx.sym.Variable("data")
+    fc1 = mx.sym.FullyConnected(data, num_hidden=6, name="fc1")
+    act = mx.sym.Activation(fc1, act_type="tanh", name="act")
+    w2 = mx.sym.Variable("fc2_weight", lr_mult=lr_mult, wd_mult=wd_mult)
+    fc2 = mx.sym.FullyConnected(act, weight=w2, num_hidden=3, name="fc2")
+    return mx.sym.SoftmaxOutput(fc2, name="softmax")
+
+
+def data(seed, n=40, dim=5):
+    rs = np.random.RandomState(seed)
+    x = rs.randn(n, dim).astype(np.float32)
+    y = rs.randint(0, 3, n).astype(np.float32)
+    params = {"fc1_weight": rs.uniform(-0.5, 0.5, (6, dim)).astype(np.float32),
+              "fc1_bias": rs.uniform(-0.1, 0.1, (6,)).astype(np.float32),
+              "fc2_weight": rs.uniform(-0.5, 0.5, (3, 6)).astype(np.float32),
+              "fc2_bias": rs.uniform(-0.1, 0.1, (3,)).astype(np.float32)}
+    return x, y, params
+
+
+def snap(mod, out, tag):
+    args, auxs = mod.get_params()
+    for k, v in args.items():
+        out["%s/%s" % (tag, k)] = v.asnumpy()
+
+
+def make_opt(mx, spec):
+    spec = dict(spec)
+    sched = spec.pop("sched", None)
+    if sched:
+        sched = dict(sched)
+        spec["lr_scheduler"] = getattr(mx.lr_scheduler, sched.pop("type"))(**sched)
+    return spec
+
+
+def run_case(mx, case):
+    cap = Capture()
+    root = logging.getLogger()
+    root.addHandler(cap)
+    old = root.level
+    root.setLevel(logging.INFO)
+    try:
+        return _run(mx, case, cap), cap.lines
+    finally:
+        root.removeHandler(cap)
+        root.setLevel(old)
+
+
+def _run(mx, case, cap):
+    kind = case["kind"]
+    x, y, p = data(case["seed"])
+    params = {k: mx.nd.array(v) for k, v in p.items()}
+    out = {}
+    bs = case.get("batch", 8)
+    if kind == "fit":
+        train = mx.io.NDArrayIter(x[:32], y[:32], batch_size=bs)
+        val = mx.io.NDArrayIter(x[32:], y[32:], batch_size=bs)
+        mod = mx.mod.Module(mlp(mx, case.get("lr_mult"), case.get("wd_mult")))
+        opt = case["opt"]
+        mod.fit(train, eval_data=val, num_epoch=case.get("epochs", 2), arg_params=params,
+                optimizer=opt, optimizer_params=make_opt(mx, case["params"]),
+                eval_metric=case.get("metric", "acc"),
+                batch_end_callback=mx.callback.Speedometer(bs, 2, auto_reset=case.get("auto_reset", True)))
+        snap(mod, out, "final")
+        res = mod.score(val, ["acc", "ce"])
+        for name, v in res:
+            out["score/" + name] = np.array(v)
+        out["predict"] = mod.predict(val).asnumpy()
+    elif kind == "steps":
+        train = mx.io.NDArrayIter(x, y, batch_size=bs)
+        mod = mx.mod.Module(mlp(mx, case.get("lr_mult"), case.get("wd_mult")),
+                            fixed_param_names=case.get("fixed"))
+        mod.bind(train.provide_data, train.provide_label,
+                 inputs_need_grad=case.get("input_grads", False))
+        mod.init_params(arg_params=params)
+        if case.get("object"):
+            o = dict(make_opt(mx, case["params"]))
+            opt = mx.optimizer.create(case["opt"], **o)
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                mod.init_optimizer(optimizer=opt)
+        else:
+            mod.init_optimizer(optimizer=case["opt"], optimizer_params=make_opt(mx, case["params"]))
+        for i, batch in enumerate(train):
+            mod.forward_backward(batch)
+            out["out%d" % i] = mod.get_outputs()[0].asnumpy()
+            if case.get("input_grads"):
+                out["dgrad%d" % i] = mod.get_input_grads()[0].asnumpy()
+            mod.update()
+            snap(mod, out, "step%d" % i)
+        if case.get("resume"):
+            prefix = os.path.join(case["tmp"], "resume")
+            mod.save_checkpoint(prefix, 1, save_optimizer_states=True)
+            mod2 = mx.mod.Module.load(prefix, 1, load_optimizer_states=True)
+            mod2.bind(train.provide_data, train.provide_label)
+            mod2.init_optimizer(optimizer=case["opt"], optimizer_params=make_opt(mx, case["params"]))
+            train.reset()
+            for i, batch in enumerate(train):
+                mod2.forward_backward(batch)
+                mod2.update()
+                snap(mod2, out, "resumed%d" % i)
+    elif kind == "bucketing":
+        rs = np.random.RandomState(case["seed"] + 1)
+
+        def sym_gen(seq_len):
+            d = mx.sym.Variable("data")
+            emb = mx.sym.Embedding(d, input_dim=7, output_dim=4, name="embed")
+            pooled = mx.sym.sum(emb, axis=1)
+            fc = mx.sym.FullyConnected(pooled, num_hidden=3, name="fc")
+            return mx.sym.SoftmaxOutput(fc, name="softmax"), ("data",), ("softmax_label",)
+
+        mod = mx.mod.BucketingModule(sym_gen, default_bucket_key=4)
+        mod.bind([("data", (5, 4))], [("softmax_label", (5,))])
+        mod.init_params(arg_params={"embed_weight": mx.nd.array(rs.uniform(-1, 1, (7, 4))),
+                                    "fc_weight": mx.nd.array(rs.uniform(-1, 1, (3, 4))),
+                                    "fc_bias": mx.nd.array(rs.uniform(-0.1, 0.1, (3,)))})
+        mod.init_optimizer(optimizer=case["opt"], optimizer_params=make_opt(mx, case["params"]))
+        metric = mx.metric.create("acc")
+        for i, seq in enumerate([4, 2, 6, 4, 2, 6]):
+            d = mx.nd.array(rs.randint(0, 7, (5, seq)))
+            lab = mx.nd.array(rs.randint(0, 3, (5,)))
+            b = mx.io.DataBatch([d], [lab], bucket_key=seq,
+                                provide_data=[mx.io.DataDesc("data", (5, seq))],
+                                provide_label=[mx.io.DataDesc("softmax_label", (5,))])
+            mod.forward_backward(b)
+            out["out%d" % i] = mod.get_outputs()[0].asnumpy()
+            mod.update()
+            mod.update_metric(metric, b.label)
+            snap(mod, out, "step%d" % i)
+        out["acc"] = np.array(metric.get()[1])
+    elif kind == "feedforward":
+        import warnings
+        warnings.simplefilter("ignore", DeprecationWarning)
+        train = mx.io.NDArrayIter(x[:32], y[:32], batch_size=bs)
+        val = mx.io.NDArrayIter(x[32:], y[32:], batch_size=bs)
+        model = mx.model.FeedForward(mlp(mx), num_epoch=2, arg_params=params,
+                                     **make_opt(mx, case["params"]))
+        model.fit(train, eval_data=val,
+                  batch_end_callback=[mx.callback.Speedometer(bs, 2),
+                                      mx.callback.log_train_metric(3)])
+        for k, v in model.arg_params.items():
+            out["final/" + k] = v.asnumpy()
+        out["predict"] = model.predict(x[32:])
+        out["score"] = np.array(model.score(val))
+    return out
+'''
+
+# Runs the examples in one interpreter (one MXNet import for the oracle), stdout captured.
+EXAMPLES = r'''
+def run_examples(paths, extra):
+    import contextlib, io, runpy, sys
+    outs = {}
+    for path in paths:
+        buf = io.StringIO()
+        argv = sys.argv
+        sys.argv = [path] + extra
+        try:
+            with contextlib.redirect_stdout(buf):
+                runpy.run_path(path, run_name="__main__")
+        finally:
+            sys.argv = argv
+        outs[os.path.basename(path)] = buf.getvalue()
+    return outs
+'''
+
+ORACLE_MAIN = r'''
+import json, sys, tempfile
+import mxnet as mx
+json.dump(run_examples(sys.argv[3:], ["--mxnet"]),
+          open(os.path.join(sys.argv[2], "examples.json"), "w"))
+cases = json.load(open(sys.argv[1]))
+res = {}
+for i, c in enumerate(cases):
+    c["tmp"] = tempfile.mkdtemp()
+    arrays, lines = run_case(mx, c)
+    np.savez(os.path.join(sys.argv[2], "case%d.npz" % i), **arrays)
+    res[i] = lines
+json.dump(res, open(os.path.join(sys.argv[2], "logs.json"), "w"))
+'''
+
+C = []
+
+
+def case(kind, opt=None, params=None, **kw):
+    C.append(dict(kind=kind, opt=opt, params=params or {}, seed=len(C) + 11, **kw))
+
+
+case("fit", "sgd", {"learning_rate": 0.3, "momentum": 0.9, "wd": 0.01})
+case("fit", "adam", {"learning_rate": 0.05, "wd": 0.001,
+                     "sched": {"type": "FactorScheduler", "step": 3, "factor": 0.5,
+                               "base_lr": 0.05}},
+     lr_mult=0.5, auto_reset=False, metric="ce")
+case("steps", "sgd", {"learning_rate": 0.2, "momentum": 0.8, "wd": 0.05,
+                      "clip_gradient": 0.05}, wd_mult=2.0)
+case("steps", "sgd", {"learning_rate": 0.2, "wd": 0.05, "rescale_grad": 0.5}, object=True)
+case("steps", "adam", {"learning_rate": 0.02, "beta1": 0.8, "wd": 0.01,
+                       "sched": {"type": "MultiFactorScheduler", "step": [2, 4],
+                                 "factor": 0.3, "base_lr": 0.02}}, resume=True)
+case("steps", "nag", {"learning_rate": 0.1, "momentum": 0.7}, fixed=["fc1_bias"],
+     input_grads=True)
+case("steps", "rmsprop", {"learning_rate": 0.01, "gamma1": 0.8})
+case("bucketing", "sgd", {"learning_rate": 0.3, "momentum": 0.5, "wd": 0.01})
+case("feedforward", None, {"learning_rate": 0.2, "momentum": 0.9, "wd": 0.001})
+
+
+@pytest.fixture(scope="module")
+def oracle_out(oracle, tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("module"))
+    with open(os.path.join(d, "cases.json"), "w") as f:
+        json.dump(C, f)
+    script = os.path.join(d, "oracle_module.py")
+    with open(script, "w") as f:
+        f.write(RUNNER + EXAMPLES + ORACLE_MAIN)
+    r = subprocess.run([oracle.py, script, os.path.join(d, "cases.json"), d] + _EXAMPLE_PATHS,
+                       capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH="", MXNET_SUBGRAPH_VERBOSE="0",
+                                TMPDIR=d), cwd=d)
+    if r.returncode != 0:
+        pytest.fail("oracle module run failed:\n%s%s" % (r.stdout, r.stderr[-4000:]),
+                    pytrace=False)
+    return d
+
+
+def _ids():
+    return ["%d_%s_%s" % (i, c["kind"], c["opt"]) for i, c in enumerate(C)]
+
+
+@pytest.mark.parametrize("idx", range(len(C)), ids=_ids())
+def test_module_matches_mxnet(mx, oracle_out, tmp_path, idx):
+    ns = {}
+    exec(RUNNER, ns)
+    c = dict(C[idx], tmp=str(tmp_path))
+    with mx.name.NameManager():
+        got, lines = ns["run_case"](mx, c)
+    want = dict(np.load(os.path.join(oracle_out, "case%d.npz" % idx)))
+    assert sorted(got) == sorted(want)
+    for k in sorted(want):
+        np.testing.assert_allclose(np.asarray(got[k], np.float64),
+                                   np.asarray(want[k], np.float64), rtol=1e-5, atol=1e-6,
+                                   err_msg="case %d (%s %s): %s" % (idx, c["kind"], c["opt"], k))
+    with open(os.path.join(oracle_out, "logs.json")) as f:
+        want_lines = json.load(f)[str(idx)]
+    assert len(lines) == len(want_lines), (lines, want_lines)
+    for a, b in zip(lines, want_lines):
+        assert _same_line(a, b), (a, b)
+
+
+_NUM = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?")
+
+
+def _same_line(a, b):
+    """Equal text; numbers equal to 5 significant digits (float32 sums in another order)."""
+    if _NUM.sub("#", a) != _NUM.sub("#", b):
+        return False
+    return all(abs(float(x) - float(y)) <= 1e-5 * max(1.0, abs(float(y)))
+               for x, y in zip(_NUM.findall(a), _NUM.findall(b)))
+
+
+_EXAMPLE_PATHS = [os.path.join(ROOT, "examples", "module", n)
+                  for n in ("train_module.py", "deploy.py")]
+_MASK = [(re.compile(r"Speed: [0-9.einf]+"), "Speed: X"),
+         (re.compile(r"Time cost=[0-9.]+"), "Time cost=X")]
+
+
+@pytest.fixture(scope="module")
+def loom_examples(tmp_path_factory):
+    """The examples' stdout under Loom (one subprocess, as the oracle runs them)."""
+    import loom
+    d = str(tmp_path_factory.mktemp("module_examples"))
+    script = os.path.join(d, "run_examples.py")
+    with open(script, "w") as f:
+        f.write("import json, os, sys\n" + EXAMPLES +
+                "\njson.dump(run_examples(sys.argv[2:], []), open(sys.argv[1], 'w'))\n")
+    out = os.path.join(d, "examples.json")
+    env = dict(os.environ, TMPDIR=d, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.path.dirname(os.path.dirname(loom.__file__)))
+    r = subprocess.run([sys.executable, script, out] + _EXAMPLE_PATHS, capture_output=True,
+                       text=True, env=env, cwd=d)
+    assert r.returncode == 0, r.stderr[-4000:]
+    with open(out) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("script", ["train_module.py", "deploy.py"])
+def test_example_output_matches_mxnet(oracle_out, loom_examples, script):
+    with open(os.path.join(oracle_out, "examples.json")) as f:
+        want = json.load(f)[script]
+    got = loom_examples[script]
+    for rx, rep in _MASK:
+        got, want = rx.sub(rep, got), rx.sub(rep, want)
+    assert got.splitlines() == want.splitlines()
+    assert len(got.splitlines()) > 20
