@@ -1003,8 +1003,8 @@ class ImageRecordIter(_FileIter):
                              % (self.path_imgrec, start))
         return rec
 
-    def _load_one(self, i, epoch, normalize=True):
-        """(C, H, W array, label vector) of record ``i``."""
+    def _load_one(self, i, epoch, normalize=True, out=None):
+        """(C, H, W array, label vector) of record ``i`` (written into ``out`` if given)."""
         from . import recordio
         cv2 = self._cv2
         start = self._spans[i][0]
@@ -1047,22 +1047,29 @@ class ImageRecordIter(_FileIter):
             img = img[:, :, None]
         p = self._p
         mirrored = (p["rand_mirror"] and rng.rand() < 0.5) or p["mirror"]
-        if c >= 3:
-            img = img[:, :, [2, 1, 0, 3][:c]]
-        chw = np.ascontiguousarray(img.transpose(2, 0, 1))
+        # strided views only: BGR(A) -> RGB(A), HWC -> CHW, mirror; the arithmetic below
+        # reads them once and writes the batch slot directly
+        if c == 3:
+            img = img[:, :, ::-1]
+        elif c == 4:
+            img = img[:, :, [2, 1, 0, 3]]
+        chw = img.transpose(2, 0, 1)
         if mirrored:
             chw = chw[:, :, ::-1]
         if not normalize:
             return chw.astype(np.float32), label
+        if out is None:
+            out = np.empty(self.data_shape, self.dtype)
         if self.dtype == np.uint8:
-            return chw, label
+            out[...] = chw
+            return out, label
         if self.dtype == np.int8:
             mean = (np.rint(self._meanimg) if self._meanimg is not None
                     else np.rint(self._mean).reshape(-1, 1, 1))
             if mirrored and self._meanimg is not None:
                 mean = mean[:, :, ::-1]
-            return np.clip(chw.astype(np.int16) - mean.astype(np.int16), -128, 127).astype(
-                np.int8), label
+            out[...] = np.clip(chw.astype(np.int16) - mean.astype(np.int16), -128, 127)
+            return out, label
         contrast, illum = np.float32(p["scale"]), np.float32(0)
         if p["max_random_contrast"] or p["max_random_illumination"]:
             contrast = np.float32((rng.rand() * p["max_random_contrast"] * 2
@@ -1070,14 +1077,15 @@ class ImageRecordIter(_FileIter):
             illum = np.float32((rng.rand() * p["max_random_illumination"] * 2
                                 - p["max_random_illumination"]) * p["scale"])
         mult = (contrast / self._std).astype(np.float32).reshape(-1, 1, 1)
-        bias = (illum / self._std).astype(np.float32).reshape(-1, 1, 1)
         if self._meanimg is not None:
             mean = self._meanimg[:, :, ::-1] if mirrored else self._meanimg
         else:
             mean = self._mean.reshape(-1, 1, 1)
-        out = (chw.astype(np.float32) - mean) * mult
+        # (pixel - mean) * (scale / std) [+ illumination / std], in float32 as MXNet
+        np.subtract(chw, mean, out=out, dtype=np.float32)
+        out *= mult
         if illum != 0:
-            out += bias
+            out += (illum / self._std).astype(np.float32).reshape(-1, 1, 1)
         return out, label
 
     def _augment(self, img, rng):
@@ -1218,15 +1226,15 @@ class ImageRecordIter(_FileIter):
 
     def _make_batch(self, ids, pad, epoch):
         bs = self.batch_size
-        data = np.zeros((bs,) + self.data_shape, self.dtype)
+        real_n = int(np.count_nonzero(np.asarray(ids) >= 0))
+        data = (np.empty if real_n == bs else np.zeros)((bs,) + self.data_shape, self.dtype)
         lshape = (bs,) if self.label_width == 1 else (bs, self.label_width)
         label = np.zeros(lshape, np.float32)
         real = [int(i) for i in ids if i >= 0]
 
         def work(chunk):
             for j, i in chunk:
-                img, lab = self._load_one(i, epoch)
-                data[j] = img
+                _, lab = self._load_one(i, epoch, out=data[j])
                 label[j] = lab if self.label_width != 1 else lab[0]
         items = list(enumerate(real))
         n = min(self._threads, len(items))
