@@ -52,7 +52,8 @@ def run(name, make, epochs):
             out["%s_%d_%d_pad" % (name, ep, j)] = np.array(b.pad)
         it.reset()
 for name, kw in cfg["imagerec"]:
-    kw = {k: (os.path.join(d, v) if k.startswith("path_") else v) for k, v in kw.items()}
+    kw = {k: (os.path.join(d, v) if k.startswith("path_") or k == "mean_img" else v)
+          for k, v in kw.items()}
     run(name, lambda: mx.io.ImageRecordIter(preprocess_threads=2, **kw), 2)
 for name, kw in cfg["csv"]:
     kw = {k: (os.path.join(d, v) if k.endswith("_csv") else v) for k, v in kw.items()}
@@ -87,6 +88,9 @@ IMAGEREC = [
                      batch_size=3, label_width=2)),
     ("multilabel", dict(path_imgrec="multi.rec", data_shape=[3, 28, 28], batch_size=3,
                         label_width=3)),
+    # MXNet creates mx_mean.bin (no such file yet); Loom then reads MXNet's file
+    ("meanimg", dict(path_imgrec="loom.rec", data_shape=[3, 24, 24], batch_size=4, resize=26,
+                     mean_img="mx_mean.bin", scale=0.25)),
 ]
 CSV = [
     ("csv_round", dict(data_csv="d.csv", data_shape=[2, 3], label_csv="l.csv", batch_size=3)),
@@ -181,7 +185,8 @@ def test_io_against_mxnet(oracle, mx, tmp_path):
 
     got = {}
     for name, kw in IMAGEREC:
-        kw = {k: (os.path.join(d, v) if k.startswith("path_") else v) for k, v in kw.items()}
+        kw = {k: (os.path.join(d, v) if k.startswith("path_") or k == "mean_img" else v)
+              for k, v in kw.items()}
         _loom_run(mx, name, lambda: mx.io.ImageRecordIter(preprocess_threads=2, **kw), 2, got)
     for name, kw in CSV:
         kw = {k: (os.path.join(d, v) if k.endswith("_csv") else v) for k, v in kw.items()}
@@ -189,6 +194,17 @@ def test_io_against_mxnet(oracle, mx, tmp_path):
     for name, kw in MNIST:
         kw = {k: (os.path.join(d, v) if k in ("image", "label") else v) for k, v in kw.items()}
         _loom_run(mx, name, lambda: mx.io.MNISTIter(**kw), 2, got)
+
+    # the mean image Loom computes and saves equals the one MXNet saved (and each side's
+    # NDArray file format reads in the other)
+    name, kw = IMAGEREC[-1]
+    kw = dict(kw, path_imgrec=os.path.join(d, kw["path_imgrec"]),
+              mean_img=os.path.join(d, "loom_mean.bin"))
+    mx.io.ImageRecordIter(**kw).close()
+    mean_mx = mx.nd.load(os.path.join(d, "mx_mean.bin"))
+    mean_loom = mx.nd.load(os.path.join(d, "loom_mean.bin"))
+    assert list(mean_mx) == list(mean_loom) == ["mean_img"]
+    assert np.array_equal(mean_mx["mean_img"].asnumpy(), mean_loom["mean_img"].asnumpy())
 
     want_keys = {k for k in ref.files if not k.startswith("rec_") and k != "keys"}
     assert want_keys == set(got), (sorted(want_keys ^ set(got)))[:10]

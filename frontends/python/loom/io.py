@@ -974,12 +974,19 @@ class ImageRecordIter(_FileIter):
                 raise MXNetError("ImageRecordIter: mean image '%s' has shape %s, data_shape is "
                                  "%s" % (path, arr.shape, self.data_shape))
             return arr
-        # MXNet computes the mean over the data set (without normalisation) and saves it
-        total = np.zeros((c, h, w), np.float64)
+        # as MXNet: the float32 sum, in record order, of every image as the iterator would
+        # output it without a mean image (mean_r/g/b, std, scale applied), times 1/count
+        acc = None
         for i in range(len(self._spans)):
-            img, _ = self._load_one(i, 0, normalize=False)
-            total += img
-        mean = (total / len(self._spans)).astype(np.float32)
+            if self.dtype == np.float32:
+                img, _ = self._load_one(i, 0, out=np.empty((c, h, w), np.float32))
+            else:
+                img, _ = self._load_one(i, 0, normalize=False)
+            if acc is None:
+                acc = np.array(img, np.float32)
+            else:
+                acc += img
+        mean = acc * (np.float32(1.0) / np.float32(len(self._spans)))
         nd.save(path, {"mean_img": nd.array(mean)})
         if verbose:
             import logging
