@@ -204,21 +204,21 @@ class DataParallelExecutorGroup(object):
             ctx = self.contexts[0]
             if n in self._params or n in self.param_names:
                 arr = self._params.get(n)
-                private = arr is not None and tuple(arr.shape) != s
-                if arr is None or private:
-                    # A "parameter" whose shape follows the input shapes (an unnamed label,
-                    # as in MXNet) gets its own array in this executor, as MXNet's
-                    # executor reshape reallocates it.
+                if arr is not None and tuple(arr.shape) != s:
+                    raise ShapeError(
+                        "Module: inputs %s need parameter '%s' of shape %s, but the module's "
+                        "is %s (a parameter cannot change shape with the inputs; an input "
+                        "left out of data_names/label_names is a parameter)"
+                        % (shapes, n, s, tuple(arr.shape)))
+                if arr is None:
                     arr = zeros(s, ctx=ctx, dtype=t)
-                    if not private:
-                        self._params[n] = arr
+                    self._params[n] = arr
                 args[n] = arr
                 if self.grad_req.get(n, "null") != "null":
-                    g = None if private else self._grads.get(n)
+                    g = self._grads.get(n)
                     if g is None:
                         g = zeros(s, ctx=ctx, dtype=t)
-                        if not private:
-                            self._grads[n] = g
+                        self._grads[n] = g
                     grads[n] = g
             else:
                 arr = shared.get(n)

@@ -1,0 +1,347 @@
+"""mx.mod.Module / BucketingModule, mx.model.FeedForward, mx.callback and mx.kv against NumPy
+references (the MXNet-oracle comparisons are in tests/conformance/test_8_module.py)."""
+import logging
+import os
+
+import numpy as np
+import pytest
+
+
+def _linreg(mx, nout=2):
+    data = mx.sym.Variable("data")
+    fc = mx.sym.FullyConnected(data, num_hidden=nout, name="fc")
+    return mx.sym.LinearRegressionOutput(fc, name="lro")
+
+
+def _batch(mx, x, y=None):
+    return mx.io.DataBatch([mx.nd.array(x)], None if y is None else [mx.nd.array(y)])
+
+
+def _np_grads(w, b, x, y):
+    """LinearRegressionOutput's gradients: d/dout = (out - y) / num_output (MXNet's
+    regression heads scale by the outputs per sample, not by the batch)."""
+    out = x.dot(w.T) + b
+    d = (out - y) / y.shape[1]
+    return out, d.T.dot(x), d.sum(0), d.dot(w)
+
+
+def test_sgd_momentum_steps_match_numpy(mx):
+    rs = np.random.RandomState(0)
+    x = rs.randn(4, 3).astype(np.float32)
+    y = rs.randn(4, 2).astype(np.float32)
+    w = rs.randn(2, 3).astype(np.float32)
+    b = rs.randn(2).astype(np.float32)
+    mod = mx.mod.Module(_linreg(mx), label_names=["lro_label"])
+    mod.bind([("data", (4, 3))], [("lro_label", (4, 2))])
+    mod.init_params(arg_params={"fc_weight": mx.nd.array(w), "fc_bias": mx.nd.array(b)})
+    lr, mom, wd = 0.1, 0.9, 0.01
+    mod.init_optimizer(optimizer="sgd",
+                       optimizer_params={"learning_rate": lr, "momentum": mom, "wd": wd})
+    vw, vb = np.zeros_like(w), np.zeros_like(b)
+    ww, bb = w.astype(np.float64), b.astype(np.float64)
+    for _ in range(3):
+        mod.forward_backward(_batch(mx, x, y))
+        out, gw, gb, _ = _np_grads(ww, bb, x, y)
+        np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), out, rtol=1e-5, atol=1e-5)
+        mod.update()
+        # rescale_grad 1/batch_size; wd only on the weight (MXNet's wd_mult rule)
+        vw = mom * vw - lr * (gw / 4 + wd * ww)
+        vb = mom * vb - lr * (gb / 4)
+        ww, bb = ww + vw, bb + vb
+        args, _ = mod.get_params()
+        np.testing.assert_allclose(args["fc_weight"].asnumpy(), ww, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(args["fc_bias"].asnumpy(), bb, rtol=1e-5, atol=1e-6)
+    assert mod._updater.num_update == 3
+
+
+def test_fixed_params_and_input_grads(mx):
+    rs = np.random.RandomState(1)
+    x = rs.randn(3, 4).astype(np.float32)
+    y = rs.randn(3, 2).astype(np.float32)
+    w = rs.randn(2, 4).astype(np.float32)
+    mod = mx.mod.Module(_linreg(mx), label_names=["lro_label"], fixed_param_names=["fc_weight"])
+    mod.bind([("data", (3, 4))], [("lro_label", (3, 2))], inputs_need_grad=True)
+    mod.init_params(arg_params={"fc_weight": mx.nd.array(w), "fc_bias": mx.nd.zeros((2,))})
+    mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 1.0})
+    mod.forward_backward(_batch(mx, x, y))
+    _, _, gb, gx = _np_grads(w, np.zeros(2), x, y)
+    np.testing.assert_allclose(mod.get_input_grads()[0].asnumpy(), gx, rtol=1e-5, atol=1e-5)
+    mod.update()
+    args, _ = mod.get_params()
+    np.testing.assert_array_equal(args["fc_weight"].asnumpy(), w)  # fixed
+    np.testing.assert_allclose(args["fc_bias"].asnumpy(), -gb / 3, rtol=1e-5, atol=1e-6)
+    assert mod._exec_group.grad_req["fc_weight"] == "null"
+    assert mod._exec_group.grad_req["data"] == "write"
+
+
+def test_forward_reshapes_for_other_batch_sizes(mx):
+    rs = np.random.RandomState(2)
+    w = rs.randn(2, 3).astype(np.float32)
+    fc = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=2, name="fc")
+    mod = mx.mod.Module(fc, label_names=None)
+    mod.bind([("data", (4, 3))], for_training=False)
+    mod.init_params(arg_params={"fc_weight": mx.nd.array(w), "fc_bias": mx.nd.zeros((2,))})
+    for n in (4, 7, 2):
+        x = rs.randn(n, 3).astype(np.float32)
+        mod.forward(_batch(mx, x), is_train=False)
+        np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), x.dot(w.T), rtol=1e-5,
+                                   atol=1e-6)
+        assert mod.data_shapes[0].shape == (n, 3)
+    # predict over an iterator with padding drops the padded rows
+    x = rs.randn(10, 3).astype(np.float32)
+    it = mx.io.NDArrayIter(x, batch_size=4)
+    np.testing.assert_allclose(mod.predict(it).asnumpy(), x.dot(w.T), rtol=1e-5, atol=1e-6)
+    # an input left out of data_names is a parameter: it cannot follow the batch size
+    lro = mx.mod.Module(_linreg(mx), label_names=None)
+    lro.bind([("data", (4, 3))], for_training=False)
+    lro.init_params(initializer=None, allow_missing=True)
+    with pytest.raises(mx.LoomError, match="lro_label"):
+        lro.forward(_batch(mx, np.zeros((5, 3))))
+
+
+def test_misuse_raises_clear_errors(mx):
+    from loom.module import ModuleError
+    net = _linreg(mx)
+    with pytest.raises(ValueError, match="'nodata'"):
+        mx.mod.Module(net, data_names=["nodata"])
+    mod = mx.mod.Module(net, label_names=["lro_label"])
+    with pytest.raises(ModuleError, match="not bound"):
+        mod.forward(_batch(mx, np.zeros((2, 3))))
+    assert issubclass(ModuleError, mx.LoomError)
+    with pytest.raises(TypeError, match="'data'"):
+        mod.bind([("data", mx.nd.array([2, 3]))])
+    with pytest.raises(mx.LoomError, match="data"):
+        mod.bind([("label", (2, 3))])
+    mod.bind([("data", (2, 3))], [("lro_label", (2, 2))])
+    mod.init_params()
+    with pytest.raises(ModuleError, match="init_optimizer"):
+        mod.update()
+    with pytest.raises(mx.LoomError, match=r"\(2, 3\)"):
+        mod.init_params(arg_params={"fc_weight": mx.nd.zeros((3, 3))}, allow_missing=True,
+                        force_init=True)
+    with pytest.raises(mx.LoomError, match=r"\(2, 5\)"):  # features do not fit the weights
+        mod.forward(_batch(mx, np.zeros((2, 5)), np.zeros((2, 2))))
+    with pytest.raises(ValueError, match="zz_weight"):
+        mod.set_params({"zz_weight": mx.nd.zeros((1,))}, {}, allow_missing=True)
+
+
+def test_checkpoint_and_optimizer_states_resume(mx, tmp_path):
+    rs = np.random.RandomState(3)
+    x = rs.randn(6, 3).astype(np.float32)
+    y = rs.randn(6, 2).astype(np.float32)
+    params = {"fc_weight": mx.nd.array(rs.randn(2, 3)), "fc_bias": mx.nd.zeros((2,))}
+    opt = {"learning_rate": 0.05, "momentum": 0.9}
+
+    def new():
+        m = mx.mod.Module(_linreg(mx), label_names=["lro_label"])
+        m.bind([("data", (6, 3))], [("lro_label", (6, 2))])
+        return m
+    a = new()
+    a.init_params(arg_params=params)
+    a.init_optimizer(optimizer="sgd", optimizer_params=opt)
+    for _ in range(2):
+        a.forward_backward(_batch(mx, x, y))
+        a.update()
+    prefix = str(tmp_path / "m")
+    a.save_checkpoint(prefix, 2, save_optimizer_states=True)
+    assert sorted(os.listdir(str(tmp_path))) == ["m-0002.params", "m-0002.states",
+                                                  "m-symbol.json"]
+    b = mx.mod.Module.load(prefix, 2, load_optimizer_states=True, label_names=["lro_label"])
+    b.bind([("data", (6, 3))], [("lro_label", (6, 2))])
+    b.init_optimizer(optimizer="sgd", optimizer_params=opt)
+    np.testing.assert_array_equal(b._updater.states[0].asnumpy(), a._updater.states[0].asnumpy())
+    for m in (a, b):
+        for _ in range(2):
+            m.forward_backward(_batch(mx, x, y))
+            m.update()
+    for k in params:
+        np.testing.assert_array_equal(a.get_params()[0][k].asnumpy(),
+                                      b.get_params()[0][k].asnumpy())
+    # save_params / load_params round trip
+    a.save_params(str(tmp_path / "p.params"))
+    c = new()
+    c.init_params()
+    c.load_params(str(tmp_path / "p.params"))
+    np.testing.assert_array_equal(c.get_params()[0]["fc_weight"].asnumpy(),
+                                  a.get_params()[0]["fc_weight"].asnumpy())
+    with pytest.raises(mx.LoomError, match="Loom Module"):
+        with open(str(tmp_path / "bad.states"), "wb") as f:
+            f.write(b"not states")
+        b.load_optimizer_states(str(tmp_path / "bad.states"))
+
+
+def test_python_optimizer_falls_back_to_updater(mx, tmp_path):
+    class HalfStep(mx.optimizer.Optimizer):
+        """w -= lr * g / 2 with a call counter as its state."""
+
+        def create_state(self, index, weight):
+            return mx.nd.zeros((1,))
+
+        def update(self, index, weight, grad, state):
+            weight[:] = weight.asnumpy() - self.lr * 0.5 * grad.asnumpy()
+            state[:] = state.asnumpy() + 1
+
+    rs = np.random.RandomState(4)
+    x = rs.randn(2, 3).astype(np.float32)
+    y = rs.randn(2, 2).astype(np.float32)
+    w = rs.randn(2, 3).astype(np.float32)
+    mod = mx.mod.Module(_linreg(mx), label_names=["lro_label"])
+    mod.bind([("data", (2, 3))], [("lro_label", (2, 2))])
+    mod.init_params(arg_params={"fc_weight": mx.nd.array(w), "fc_bias": mx.nd.zeros((2,))})
+    mod.init_optimizer(optimizer=HalfStep(learning_rate=0.2, rescale_grad=0.5))
+    mod.forward_backward(_batch(mx, x, y))
+    _, gw, _, _ = _np_grads(w, np.zeros(2), x, y)
+    mod.update()
+    np.testing.assert_allclose(mod.get_params()[0]["fc_weight"].asnumpy(), w - 0.1 * gw,
+                               rtol=1e-5, atol=1e-6)
+    path = str(tmp_path / "s.states")
+    mod.save_optimizer_states(path)
+    mod.load_optimizer_states(path)
+    assert float(mod._updater.states[0].asnumpy()[0]) == 1.0
+
+
+def test_bucketing_module_shares_parameters(mx):
+    def sym_gen(n):
+        data = mx.sym.Variable("data")
+        s = mx.sym.sum(data, axis=1, keepdims=True)
+        w = mx.sym.Variable("a", shape=(1,))
+        out = mx.sym.make_loss(mx.sym.broadcast_mul(s, w))
+        return out, ("data",), None
+
+    mod = mx.mod.BucketingModule(sym_gen, default_bucket_key=3)
+    mod.bind([("data", (2, 3))])
+    mod.init_params(arg_params={"a": mx.nd.array([2.0])})
+    mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.1,
+                                                          "rescale_grad": 1.0})
+    a = 2.0
+    for n in (3, 5, 3):
+        x = np.arange(2 * n, dtype=np.float32).reshape(2, n)
+        mod.forward_backward(mx.io.DataBatch([mx.nd.array(x)], None, bucket_key=n,
+                                             provide_data=[mx.io.DataDesc("data", (2, n))]))
+        np.testing.assert_allclose(mod.get_outputs()[0].asnumpy().ravel(),
+                                   x.sum(1) * a, rtol=1e-6)
+        mod.update()
+        a -= 0.1 * x.sum()
+        np.testing.assert_allclose(mod.get_params()[0]["a"].asnumpy(), [a], rtol=1e-6)
+    assert sorted(mod._buckets) == [3, 5]
+    assert mod._buckets[5]._exec_group.execs[0].arg_dict["a"] is not None
+
+
+def test_fit_logs_and_callbacks(mx, caplog, tmp_path):
+    rs = np.random.RandomState(5)
+    x = rs.randn(12, 3).astype(np.float32)
+    y = rs.randn(12, 2).astype(np.float32)
+    it = mx.io.NDArrayIter(x, y, batch_size=4, label_name="lro_label")
+    mod = mx.mod.Module(_linreg(mx), label_names=["lro_label"])
+    seen = []
+    with caplog.at_level(logging.INFO):
+        mod.fit(it, eval_data=it, eval_metric="mse", num_epoch=2,
+                optimizer_params={"learning_rate": 0.01},
+                batch_end_callback=[mx.callback.Speedometer(4, 1),
+                                    lambda p: seen.append((p.epoch, p.nbatch))],
+                epoch_end_callback=mx.callback.do_checkpoint(str(tmp_path / "ck"), 2))
+    msgs = [r.getMessage() for r in caplog.records]
+    assert seen == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    import re
+    assert any(re.fullmatch(r"Epoch\[0\] Batch \[1-2\]\tSpeed: [0-9.]+ samples/sec\tmse=[0-9.]+", m)
+               for m in msgs), msgs
+    for pat in (r"Epoch\[1\] Train-mse=[0-9.]+", r"Epoch\[1\] Time cost=[0-9.]+",
+                r"Epoch\[1\] Validation-mse=[0-9.]+"):
+        assert any(re.fullmatch(pat, m) for m in msgs), (pat, msgs)
+    assert os.path.exists(str(tmp_path / "ck-0002.params"))
+    assert not os.path.exists(str(tmp_path / "ck-0001.params"))
+    # the final Train-mse is the metric over the last epoch's batches
+    res = dict(mod.score(it, "mse"))
+    assert res["mse"] >= 0
+
+
+def test_progress_bar_and_log_metric_formats(mx, caplog):
+    from loom.callback import BatchEndParam
+    m = mx.metric.create("acc")
+    m.update([mx.nd.array([0, 1])], [mx.nd.array([[0.9, 0.1], [0.2, 0.8]])])
+    with caplog.at_level(logging.INFO):
+        mx.callback.ProgressBar(total=4, length=8)(BatchEndParam(0, 1, m, None))
+        mx.callback.log_train_metric(1)(BatchEndParam(2, 3, m, None))
+        mx.callback.LogValidationMetricsCallback()(BatchEndParam(1, 3, m, None))
+    msgs = [r.getMessage() for r in caplog.records]
+    assert msgs == ["[==------] 25%\r", "Iter[2] Batch[3] Train-accuracy=1.000000",
+                    "Epoch[1] Validation-accuracy=1.000000"]
+
+
+def test_feedforward_numpy_and_roundtrip(mx, tmp_path):
+    import warnings
+    rs = np.random.RandomState(6)
+    x = rs.randn(40, 4).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.float32)
+    data = mx.sym.Variable("data")
+    net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(data, num_hidden=2, name="fc"),
+                               name="softmax")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mx.model.FeedForward.create(net, X=x, y=y, num_epoch=20, numpy_batch_size=10,
+                                            learning_rate=0.5, initializer=mx.init.Xavier())
+    assert model.score(mx.io.NDArrayIter(x, y, batch_size=10)) > 0.9
+    p = model.predict(x)
+    assert p.shape == (40, 2)
+    prefix = str(tmp_path / "ff")
+    model.save(prefix)
+    loaded = mx.model.FeedForward.load(prefix, 20)
+    np.testing.assert_array_equal(loaded.predict(x), p)
+    w = model.arg_params["fc_weight"].asnumpy()
+    b = model.arg_params["fc_bias"].asnumpy()
+    z = x.dot(w.T) + b
+    ref = np.exp(z - z.max(1, keepdims=True))
+    np.testing.assert_allclose(p, ref / ref.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_kvstore_local(mx, tmp_path):
+    kv = mx.kv.create("local")
+    assert (kv.type, kv.rank, kv.num_workers) == ("local", 0, 1)
+    kv.init(3, mx.nd.zeros((2, 2)))
+    kv.init([5, 7], [mx.nd.ones((2, 2)), mx.nd.ones((2, 2))])
+    kv.push(3, [mx.nd.ones((2, 2)) * i for i in range(1, 4)])  # summed: 6
+    outs = [mx.nd.zeros((2, 2)) for _ in range(3)]
+    kv.pull(3, out=outs)
+    for o in outs:
+        np.testing.assert_array_equal(o.asnumpy(), np.full((2, 2), 6.0))
+    kv.pushpull([5, 7], [mx.nd.ones((2, 2)) * 2, mx.nd.ones((2, 2)) * 3])
+    o5, o7 = mx.nd.zeros((2, 2)), mx.nd.zeros((2, 2))
+    kv.pull([5, 7], out=[o5, o7])
+    assert o5.asnumpy()[0, 0] == 2 and o7.asnumpy()[0, 0] == 3
+    with pytest.raises(mx.LoomError, match="int or str|str but"):
+        kv.init("a", mx.nd.zeros((1,)))
+    with pytest.raises(mx.LoomError, match="not been initialized"):
+        kv.pull(9, out=mx.nd.zeros((1,)))
+    with pytest.raises(mx.LoomError, match="row_sparse"):
+        kv.row_sparse_pull(3, out=mx.nd.zeros((2, 2)), row_ids=mx.nd.array([0]))
+    # a Python updater sees the summed push and the stored value
+    kv2 = mx.kv.create("device")
+    kv2.init("w", mx.nd.ones((3,)))
+    kv2._set_updater(lambda k, recv, stored: stored.__setitem__(
+        slice(None), stored.asnumpy() + 10 * recv.asnumpy()))
+    kv2.push("w", [mx.nd.ones((3,)), mx.nd.ones((3,))])
+    out = mx.nd.zeros((3,))
+    kv2.pull("w", out=out)
+    np.testing.assert_array_equal(out.asnumpy(), np.full(3, 21.0))
+    # an optimizer: sgd with momentum runs as an update graph per key
+    kv3 = mx.kv.create()
+    kv3.init(0, mx.nd.ones((2,)))
+    kv3.set_optimizer(mx.optimizer.SGD(learning_rate=0.1, momentum=0.5))
+    for _ in range(2):
+        kv3.push(0, mx.nd.array([1.0, 2.0]))
+    kv3.pull(0, out=out[:2])
+    g = np.array([1.0, 2.0])
+    v1 = -0.1 * g
+    v2 = 0.5 * v1 - 0.1 * g
+    np.testing.assert_allclose(out.asnumpy()[:2], 1 + v1 + v2, rtol=1e-6)
+    kv3.save_optimizer_states(str(tmp_path / "kv.states"))
+    kv3.load_optimizer_states(str(tmp_path / "kv.states"))
+
+
+@pytest.mark.parametrize("name", ["dist_sync", "dist_async", "dist_device_sync", "horovod",
+                                  "byteps"])
+def test_kvstore_multiprocess_types_not_available(mx, name):
+    with pytest.raises(mx.LoomError, match="issue 12"):
+        mx.kv.create(name)
+    with pytest.raises(mx.LoomError, match="NCCL"):
+        mx.kv.create("nccl")
