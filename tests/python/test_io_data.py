@@ -480,3 +480,23 @@ def test_image_det_iter(tmp_path):
     out, lab = flip(src, np.array(objs[1], np.float32))
     np.testing.assert_array_equal(out.asnumpy(), imgs[0][:, ::-1])
     np.testing.assert_allclose(lab[:, 1:5], [[0, 0, 1, 1], [0.6, 0.3, 0.8, 0.9]], rtol=1e-6)
+
+
+def test_abandoned_iterators_stop_their_threads(tmp_path):
+    import gc
+    import threading
+    import time
+    rec, _ = _write_rec(tmp_path, _images(6), idx=False)
+    before = threading.active_count()
+    for _ in range(3):
+        it = mx.io.ImageRecordIter(path_imgrec=rec, data_shape=(3, 28, 28), batch_size=2,
+                                   prefetch_buffer=1, preprocess_threads=2)
+        it.next()
+        p = mx.io.PrefetchingIter(mx.io.NDArrayIter(np.ones((10, 2)), batch_size=2))
+        p.next()
+        del it, p
+    gc.collect()
+    deadline = time.time() + 5
+    while threading.active_count() > before and time.time() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() == before

@@ -8,6 +8,7 @@ import os
 import queue
 import struct
 import threading
+import weakref
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -346,14 +347,17 @@ class PrefetchingIter(DataIter):
         self._results = [queue.Queue(maxsize=1) for _ in iters]
         self._threads = []
         for i in range(self.n_iter):
-            t = threading.Thread(target=self._worker, args=(i,), daemon=True,
-                                 name="loom-prefetch-%d" % i)
+            # the thread holds the wrapped iterator and its queues, not self, so an
+            # abandoned PrefetchingIter is collected and its __del__ stops the threads
+            t = threading.Thread(target=PrefetchingIter._worker,
+                                 args=(self.iters[i], self._requests[i], self._results[i]),
+                                 daemon=True, name="loom-prefetch-%d" % i)
             t.start()
             self._threads.append(t)
         self._request_all("next")
 
-    def _worker(self, i):
-        it, req, res = self.iters[i], self._requests[i], self._results[i]
+    @staticmethod
+    def _worker(it, req, res):
         while True:
             cmd = req.get()
             if cmd is None:
@@ -1267,12 +1271,16 @@ class ImageRecordIter(_FileIter):
         q = queue.Queue(maxsize=self._prefetch)
         stop = threading.Event()
 
+        wself = weakref.ref(self)  # an abandoned iterator must stay collectable
+
         def producer():
             try:
                 for ids, pad in plan:
-                    if stop.is_set():
+                    owner = wself()
+                    if stop.is_set() or owner is None:
                         return
-                    item = self._make_batch(ids, pad, epoch)
+                    item = owner._make_batch(ids, pad, epoch)
+                    del owner
                     while not stop.is_set():
                         try:
                             q.put(item, timeout=0.1)
