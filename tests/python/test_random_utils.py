@@ -445,3 +445,28 @@ def test_runtime_util_engine_contrib(mx):
             assert callable(getattr(mx.sym.contrib, op[len("_contrib_"):]))
     with pytest.raises(AttributeError, match="_contrib_no_such_op"):
         mx.sym.contrib.no_such_op
+
+
+def test_rand_zipfian(mx):
+    mx.random.seed(9)
+    range_max, n = 20, 20000
+    prob = np.log((np.arange(range_max) + 2.0) / (np.arange(range_max) + 1.0)) / \
+        np.log(range_max + 1.0)
+    assert abs(prob.sum() - 1) < 1e-12
+    true = mx.nd.array([0, 4, 19], dtype="int32")
+    sampled, exp_true, exp_sampled = mx.nd.contrib.rand_zipfian(true, n, range_max)
+    s = sampled.asnumpy()
+    assert sampled.dtype == np.int64 and s.min() >= 0 and s.max() < range_max
+    assert np.allclose(exp_true.asnumpy(), n * prob[[0, 4, 19]], rtol=1e-5)
+    assert np.allclose(exp_sampled.asnumpy(), n * prob[s], rtol=1e-5)
+    freq = np.bincount(s, minlength=range_max) / float(n)
+    assert np.all(np.abs(freq - prob) < 5 * np.sqrt(prob * (1 - prob) / n))
+    outs = mx.sym.Group(mx.sym.contrib.rand_zipfian(mx.sym.var("t"), 500, range_max))
+    exe = outs.bind(mx.cpu(), {"t": true})
+    exe.forward()
+    s2 = exe.outputs[0].asnumpy()
+    assert s2.shape == (500,) and s2.min() >= 0 and s2.max() < range_max
+    assert np.allclose(exe.outputs[1].asnumpy(), 500 * prob[[0, 4, 19]], rtol=1e-4)
+    assert np.allclose(exe.outputs[2].asnumpy(), 500 * prob[s2], rtol=1e-4)
+    assert np.array_equal(mx.nd.contrib.isfinite(mx.nd.array([1, np.inf, np.nan])).asnumpy(),
+                          [1, 0, 0])

@@ -1,5 +1,6 @@
 """mx.contrib, mx.nd.contrib and mx.sym.contrib: the registered operators named _contrib_X,
-as X (mx.nd.contrib.X imperative, mx.sym.contrib.X symbolic), plus mx.contrib.ndarray and
+as X (mx.nd.contrib.X imperative, mx.sym.contrib.X symbolic), the Python-level functions
+rand_zipfian (nd and sym) and isinf / isnan / isfinite (nd), plus mx.contrib.ndarray and
 mx.contrib.symbol aliases. Names are looked up in the operator registry on access, so ops
 registered later (plugins) appear too; a name with no _contrib_ op raises AttributeError."""
 import sys
@@ -44,9 +45,76 @@ def _namespace(modname, source, doc):
     return m
 
 
+def _nd_rand_zipfian(true_classes, num_sampled, range_max, ctx=None):
+    """Draws num_sampled classes from the log-uniform (Zipfian) distribution over
+    [0, range_max): P(c) = log((c + 2) / (c + 1)) / log(range_max + 1). Returns (sampled
+    classes as int64, expected count of each true class, expected count of each sampled
+    class), the counts being num_sampled * P(c)."""
+    import numpy as np
+    from . import random as _random
+    ctx = ctx if ctx is not None else true_classes.context
+    log_range = np.log(range_max + 1.0)
+    u = _random.uniform(0, log_range, shape=(num_sampled,), dtype="float64", ctx=ctx)
+    sampled = np.floor(np.exp(u.asnumpy())).astype(np.int64) - 1
+    sampled = np.clip(sampled, 0, range_max - 1)
+
+    def expected(c):
+        c = np.asarray(c, dtype=np.float64)
+        return np.log((c + 2.0) / (c + 1.0)) / log_range * num_sampled
+
+    true_np = true_classes.asnumpy()
+    return (_nd.array(sampled, ctx=ctx, dtype="int64"),
+            _nd.array(expected(true_np), ctx=ctx, dtype="float32"),
+            _nd.array(expected(sampled), ctx=ctx, dtype="float32"))
+
+
+def _sym_rand_zipfian(true_classes, num_sampled, range_max):
+    """Symbolic rand_zipfian: a group-able list (sampled classes, expected counts of the true
+    classes, expected counts of the sampled classes); see mx.nd.contrib.rand_zipfian."""
+    import math
+    from . import random as _random
+    log_range = math.log(range_max + 1)
+    u = _random.sym_random.uniform(0, log_range, shape=(num_sampled,), dtype="float32")
+    sampled_f = _sym.clip(_sym.floor(_sym.exp(u)) - 1, a_min=0, a_max=range_max - 1)
+    sampled = _sym.Cast(sampled_f, dtype="int64")
+
+    def expected(c):
+        return _sym.log((c + 2.0) / (c + 1.0)) * (num_sampled / log_range)
+
+    true_f = _sym.Cast(true_classes, dtype="float32")
+    return [sampled, expected(true_f), expected(sampled_f)]
+
+
+def _nd_check(fn, name):
+    def check(data):
+        """Elementwise %s of data as 0/1 in data's dtype."""
+        return _nd.array(fn(data.asnumpy()).astype(data.dtype), ctx=data.context,
+                         dtype=data.dtype)
+    check.__name__ = name
+    check.__doc__ = check.__doc__ % name
+    return check
+
+
+_PY_ND = {"rand_zipfian": _nd_rand_zipfian}
+_PY_SYM = {"rand_zipfian": _sym_rand_zipfian}
+
+
+def _add_py_functions():
+    import numpy as np
+    _PY_ND.update(isinf=_nd_check(np.isinf, "isinf"), isnan=_nd_check(np.isnan, "isnan"),
+                  isfinite=_nd_check(np.isfinite, "isfinite"))
+
+
+_add_py_functions()
+
+
 ndarray = _namespace(_nd.__name__ + ".contrib", _nd,
                      "mx.nd.contrib: contrib operators, imperative.")
 symbol = _namespace(_sym.__name__ + ".contrib", _sym, "mx.sym.contrib: contrib operators.")
+for _k, _v in _PY_ND.items():
+    setattr(ndarray, _k, _v)
+for _k, _v in _PY_SYM.items():
+    setattr(symbol, _k, _v)
 _nd.contrib = ndarray
 _sym.contrib = symbol
 nd = ndarray

@@ -56,7 +56,7 @@ def seed(seed_state, ctx="all"):
     Two runs that seed identically and then draw identically get identical numbers."""
     if not isinstance(seed_state, (int, np.integer)) or isinstance(seed_state, bool):
         raise ValueError("seed_state must be int")
-    s = int(seed_state)
+    s = int(seed_state) % (1 << 32)  # any int, as MXNet; negative ones wrap
     if ctx == "all":
         _loom.seed(s)
         with _lock:
@@ -94,8 +94,7 @@ def _draw(dist, rng, p, size):
             lam[mixed] = rng.gamma(1.0 / alpha[mixed], alpha[mixed] * mu[mixed])
         return rng.poisson(lam)
     if dist == "randint":
-        return rng.integers(np.asarray(p["low"], dtype=np.int64),
-                            np.asarray(p["high"], dtype=np.int64), size)
+        return rng.integers(p["low"], p["high"], size)
     raise LoomError("unknown distribution '%s'" % dist)
 
 
