@@ -169,6 +169,7 @@ case("lamb", {"wd": 0.03, "lower_bound": 1e-3, "upper_bound": 10, "bias_correcti
 case("lamb", {"wd": 0.03, "lower_bound": 1e-3, "upper_bound": 0.5}, dtype="float64")
 case("lamb", {"wd": 0.03}, updater=True, nw=3)
 case("test", {"rescale_grad": 0.5})
+case("groupadagrad", {"clip_gradient": 0.5, "rescale_grad": 0.8})
 # schedules, multipliers, the update counter
 case("sgd", {"momentum": 0.9, "learning_rate": 0.2},
      sched={"type": "FactorScheduler", "step": 2, "factor": 0.5}, steps=5)

@@ -30,7 +30,7 @@ from . import ndarray as nd
 __all__ = [
     "AdaDelta", "AdaGrad", "Adam", "AdamW", "Adamax", "DCASGD", "FTML", "Ftrl", "LARS", "LBSGD",
     "NAG", "Nadam", "Optimizer", "RMSProp", "SGD", "SGLD", "Signum", "LAMB", "Test", "Updater",
-    "ccSGD", "create", "get_updater", "register"]
+    "ccSGD", "create", "get_updater", "register", "contrib"]
 
 _F32 = np.dtype(np.float32)
 _F16 = np.dtype(np.float16)
@@ -1171,6 +1171,48 @@ class Test(Optimizer):
         _store(weight, w)
         _store(state, w)
 
+
+@register
+class GroupAdaGrad(Optimizer):
+    """AdaGrad with one history value per row of a 2-D weight (MXNet's
+    mx.optimizer.contrib.GroupAdaGrad): history += mean(g^2 over the row);
+    w -= lr*g/sqrt(history + eps), g = clip(rescale_grad*grad). No weight decay."""
+
+    def __init__(self, eps=1e-5, **kwargs):
+        super().__init__(**kwargs)
+        self.float_stable_eps = eps
+
+    def create_state(self, index, weight):
+        if len(weight.shape) != 2:
+            raise ValueError("GroupAdaGrad: weights must be 2-D, got shape %s"
+                             % (tuple(weight.shape),))
+        return _zeros((weight.shape[0], 1), weight.context, np.float32)
+
+    def update(self, index, weight, grad, state):
+        self._update_count(index)
+        lr = self._get_lr(index)
+        if self._get_wd(index) != 0:
+            raise ValueError("Weight decay is not supported for GroupAdaGrad")
+        g = _host(grad) * self.rescale_grad
+        if self.clip_gradient is not None:
+            g = _clip(g, self.clip_gradient)
+        h = _host(state) + np.mean(np.square(g), axis=1, keepdims=True)
+        _store(state, h)
+        _store(weight, _host(weight) - lr * g / np.sqrt(h + self.float_stable_eps))
+
+
+def _contrib_namespace():
+    import sys
+    import types
+    mod = types.ModuleType(__name__ + ".contrib", "mx.optimizer.contrib (MXNet's name).")
+    mod.GroupAdaGrad = GroupAdaGrad
+    mod.register = register
+    mod.__all__ = ["GroupAdaGrad"]
+    sys.modules[mod.__name__] = mod
+    return mod
+
+
+contrib = _contrib_namespace()
 
 create = Optimizer.create_optimizer
 
