@@ -487,6 +487,8 @@ def test_abandoned_iterators_stop_their_threads(tmp_path):
     import threading
     import time
     rec, _ = _write_rec(tmp_path, _images(6), idx=False)
+    gc.collect()  # iterators of earlier tests
+    time.sleep(0.2)
     before = threading.active_count()
     for _ in range(3):
         it = mx.io.ImageRecordIter(path_imgrec=rec, data_shape=(3, 28, 28), batch_size=2,
@@ -499,4 +501,5 @@ def test_abandoned_iterators_stop_their_threads(tmp_path):
     deadline = time.time() + 5
     while threading.active_count() > before and time.time() < deadline:
         time.sleep(0.05)
-    assert threading.active_count() == before
+        gc.collect()  # a producer may have held its iterator during the first collection
+    assert threading.active_count() <= before, [t.name for t in threading.enumerate()]
