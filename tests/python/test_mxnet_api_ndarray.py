@@ -96,3 +96,78 @@ def test_symbol_binary_functions(mx):
     np.testing.assert_allclose(mx.sym.pow(2, a).eval(**feed)[0].asnumpy(), 2.0 ** xa)
     np.testing.assert_allclose(mx.sym.power(b, 2).eval(**feed)[0].asnumpy(), xb ** 2)
     assert mx.sym.maximum(2, 3) == 3 and mx.sym.pow(2, 3) == 8
+
+
+@pytest.mark.parametrize("src,code,want", [
+    ((2, 3, 5), (-2,), (2, 3, 5)),
+    ((2, 3, 5), (0, -3), (2, 15)),
+    ((2, 3, 5), (-3, -2), (6, 5)),
+    ((2, 3, 5), (-4, 1, 2, 0, 0), (1, 2, 3, 5)),
+    ((2, 3, 5), (-4, -1, 1, -2), (2, 1, 3, 5)),
+    ((2, 3, 5), (0, -1), (2, 15)),
+    ((2, 3, 4), (-1, 0), (8, 3)),
+])
+def test_reshape_special_values(mx, src, code, want):
+    n = int(np.prod(src))
+    x = mx.nd.array(np.arange(n).reshape(src))
+    y = x.reshape(code)
+    assert y.shape == want
+    np.testing.assert_array_equal(y.asnumpy().ravel(), np.arange(n))
+
+
+def test_reshape_reverse(mx):
+    # reverse=True matches special values from the right: (10, 5, 4) with (-1, 0) -> (50, 4)
+    x = mx.nd.zeros((10, 5, 4))
+    assert x.reshape((-1, 0), reverse=True).shape == (50, 4)
+    assert x.reshape((-1, 0)).shape == (40, 5)
+    with pytest.raises(mx.base.MXNetError):
+        x.reshape((3, -1, 7))
+
+
+def test_positional_parameters_follow_the_inputs(mx):
+    x = mx.nd.array([1.0, 5.0, -3.0])
+    np.testing.assert_array_equal(mx.nd.clip(x, 0, 2).asnumpy(), [1, 2, 0])
+    s = mx.sym.clip(mx.sym.Variable("x"), 0, 2)
+    np.testing.assert_array_equal(s.eval(x=x)[0].asnumpy(), [1, 2, 0])
+    with pytest.raises(TypeError):
+        mx.nd.clip(x, 0, 2, a_min=1)
+
+
+def test_scalars_bool_abs_pickle_indexing(mx):
+    import pickle
+    assert mx.nd.array(5).shape == () and mx.nd.array(5).asscalar() == 5
+    assert mx.nd.array(np.ones([])).shape == ()
+    assert not bool(mx.nd.array([]))
+    assert not bool(mx.nd.zeros((1,))) and bool(mx.nd.ones((1,)))
+    with pytest.raises(ValueError):
+        bool(mx.nd.ones((2,)))
+    np.testing.assert_array_equal(abs(mx.nd.array([-1.5, 2])).asnumpy(), [1.5, 2])
+    a = mx.nd.array([[1, 2], [3, 4]], dtype="int32")
+    b = pickle.loads(pickle.dumps(a))
+    assert b.dtype == np.int32
+    np.testing.assert_array_equal(b.asnumpy(), [[1, 2], [3, 4]])
+    m = mx.nd.array([[0, 1], [2, 3]])
+    np.testing.assert_array_equal(m[[1, 1, 0], [0, 1, 0]].asnumpy(), [2, 3, 0])
+    np.testing.assert_array_equal(m[mx.nd.array([1, 1, 0]), mx.nd.array([0, 1, 0])].asnumpy(),
+                                  [2, 3, 0])
+
+
+def test_inplace_expand_dims_flatten_squeeze_share_memory(mx):
+    t = mx.nd.array(np.arange(6).reshape(2, 3))
+    copy, view = t.expand_dims(axis=1), t.expand_dims(axis=1, inplace=True)
+    fcopy, fview = t.flatten(), t.flatten(inplace=True)
+    assert copy.shape == view.shape == (2, 1, 3)
+    t[0] = -1
+    np.testing.assert_array_equal(copy.asnumpy()[0, 0], [0, 1, 2])
+    np.testing.assert_array_equal(view.asnumpy()[0, 0], [-1, -1, -1])
+    np.testing.assert_array_equal(fcopy.asnumpy()[0], [0, 1, 2])
+    np.testing.assert_array_equal(fview.asnumpy()[0], [-1, -1, -1])
+    z = mx.nd.zeros((2, 1, 3, 1))
+    assert z.squeeze().shape == (2, 3) and z.squeeze(axis=(1, 3)).shape == (2, 3)
+    assert z.squeeze(axis=1).shape == (2, 3, 1)
+    assert mx.nd.zeros((1, 1)).squeeze().shape == (1,)
+    sq = z.squeeze(inplace=True)
+    z[:] = 7
+    assert sq.asnumpy().min() == 7
+    with pytest.raises(ValueError):
+        z.squeeze(axis=0)

@@ -11,6 +11,8 @@ from .context import Context, cpu, current_context
 
 NDArray = _loom.NDArray
 _module = sys.modules[__name__]
+#: Python's slice (MXNet's ndarray module names it py_slice, its own slice being the op).
+py_slice = builtins.slice
 
 
 def _ctx(ctx):
@@ -28,6 +30,11 @@ def array(source_array, ctx=None, dtype=None):
         out = empty(source_array.shape, ctx if ctx is not None else source_array.context, dt)
         out[:] = source_array
         return out
+    if np.ndim(source_array) == 0 and not isinstance(source_array, (list, tuple)):
+        # a scalar or 0-d array gives a 0-d NDArray, as in MXNet
+        one = _loom._array(np.reshape(np.asarray(source_array), (1,)),
+                           "float32" if dtype is None else dtype, _ctx(ctx))
+        return one._reshape_view(())
     return _loom._array(source_array, "float32" if dtype is None else dtype, _ctx(ctx))
 
 
@@ -138,6 +145,7 @@ def invoke(op, inputs, attrs=None, out=None, is_train=False, ctx=None):
 def _make_function(func_name, info):
     op_name = info.name
     param_names = set(info.param_names)
+    param_list = list(info.param_names)
 
     def fn(*args, **kwargs):
         out = kwargs.pop("out", None)
@@ -145,6 +153,7 @@ def _make_function(func_name, info):
         ctx = kwargs.pop("ctx", None)
         is_train = kwargs.pop("is_train", False)
         inputs = []
+        extra = []
         for a in args:
             if isinstance(a, NDArray):
                 inputs.append(a)
@@ -152,9 +161,15 @@ def _make_function(func_name, info):
                 inputs.extend(a)
             elif isinstance(a, np.ndarray):
                 inputs.append(array(a))
+            elif not info.variadic and len(extra) < len(param_list):
+                extra.append(a)     # MXNet's signatures: inputs, then parameters in order
             else:
                 raise TypeError("%s: positional arguments must be NDArrays, got %s" %
                                 (func_name, type(a).__name__))
+        for pname, v in zip(param_list, extra):
+            if pname in kwargs:
+                raise TypeError("%s: got multiple values for argument '%s'" % (func_name, pname))
+            kwargs[pname] = v
         named, attrs = {}, {}
         for k, v in kwargs.items():
             if isinstance(v, NDArray):
@@ -294,6 +309,10 @@ def _getitem(self, key):
         return v
     if isinstance(key, NDArray):
         key = key.asnumpy().astype(np.int64)
+    elif isinstance(key, tuple):
+        key = tuple(k.asnumpy().astype(np.int64) if isinstance(k, NDArray) else k for k in key)
+    elif isinstance(key, list):
+        key = np.asarray(key)
     res = self.asnumpy(copy=False)[key]
     return array(np.asarray(res), self.context, self.dtype)
 
@@ -359,24 +378,83 @@ def _reshape(self, *shape, **kwargs):
     if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
         shape = tuple(shape[0])
     shape = kwargs.get("shape", shape)
-    src = self.shape
-    out, infer = [], None
-    for i, s in enumerate(shape):
+    out = reshape_shape(self.shape, shape, kwargs.get("reverse", False))
+    return self._reshape_view(tuple(out))
+
+
+def reshape_shape(src, shape, reverse=False):
+    """The shape MXNet's Reshape gives `src` for `shape`, with its special values: 0 copies
+    a dimension, -1 is inferred, -2 copies all the remaining ones, -3 merges two, -4 splits
+    one into the next two values (one of which may be -1); reverse=True matches from the
+    right."""
+    src = [int(d) for d in src]
+    shape = [int(d) for d in shape]
+    if reverse:
+        src_r, shp = src[::-1], []
+        i = 0
+        while i < len(shape):       # keep each -4's two operands after it when reversing
+            if shape[i] == -4:
+                shp.append(shape[i:i + 3])
+                i += 3
+            else:
+                shp.append([shape[i]])
+                i += 1
+        flat = []
+        for part in shp[::-1]:
+            flat += part if part[0] != -4 else [-4, part[2], part[1]]
+        return reshape_shape(src_r, flat)[::-1]
+    out, infer, k, i = [], None, 0, 0
+    total = int(np.prod(src)) if src else 1
+
+    def bad():
+        return ShapeError("cannot reshape array of shape %s into %s" % (tuple(src), tuple(shape)))
+    while i < len(shape):
+        s = shape[i]
         if s == 0:
-            out.append(src[i])
+            if k >= len(src):
+                raise bad()
+            out.append(src[k])
+            k += 1
         elif s == -1:
             if infer is not None:
                 raise ShapeError("reshape: only one dimension can be -1")
             infer = len(out)
             out.append(1)
+            k += 1
+        elif s == -2:
+            out.extend(src[k:])
+            k = len(src)
+        elif s == -3:
+            if k + 1 >= len(src):
+                raise bad()
+            out.append(src[k] * src[k + 1])
+            k += 2
+        elif s == -4:
+            if i + 2 >= len(shape) or k >= len(src):
+                raise bad()
+            d0, d1 = shape[i + 1], shape[i + 2]
+            whole = src[k]
+            if d0 == -1:
+                d0 = whole // d1 if d1 else 0
+            if d1 == -1:
+                d1 = whole // d0 if d0 else 0
+            if d0 * d1 != whole:
+                raise bad()
+            out.extend([d0, d1])
+            k += 1
+            i += 2
+        elif s > 0:
+            out.append(s)
+            k += 1
         else:
-            out.append(int(s))
+            raise bad()
+        i += 1
     if infer is not None:
-        known = int(np.prod(out))
-        out[infer] = self.size // known if known else 0
-    if int(np.prod(out)) != self.size:
-        raise ShapeError("cannot reshape array of shape %s into %s" % (src, tuple(shape)))
-    return self._reshape_view(tuple(out))
+        known = int(np.prod([d for j, d in enumerate(out) if j != infer]))
+        out[infer] = total // known if known else 0
+    if int(np.prod(out)) != total:
+        raise bad()
+    return out
 
 
 def _asscalar(self):
@@ -400,11 +478,65 @@ def _iter(self):
 
 
 def _bool(self):
+    if self.size == 0:
+        return False
     if self.size == 1:
         return bool(self.asscalar())
     raise ValueError("The truth value of an NDArray with multiple elements is ambiguous.")
 
 
+def _reduce(self):
+    return (_unpickle, (self.asnumpy(), str(np.dtype(self.dtype))))
+
+
+def _unpickle(data, dtype):
+    return array(data, dtype=dtype)
+
+
+def _expand_dims(self, axis, inplace=False):
+    """A new array with a size-1 axis inserted at `axis`; inplace=True gives a view sharing
+    this array's memory."""
+    if not inplace:
+        return invoke("expand_dims", [self], {"axis": str(int(axis))})
+    shape = list(self.shape)
+    a = int(axis)
+    if not -len(shape) - 1 <= a <= len(shape):
+        raise ValueError("axis %d is out of range for %d dimensions" % (a, len(shape)))
+    shape.insert(a if a >= 0 else a + len(shape) + 1, 1)
+    return self._reshape_view(tuple(shape))
+
+
+def _flatten(self, inplace=False):
+    """(d0, d1*d2*...); inplace=True gives a view sharing this array's memory."""
+    if not inplace:
+        return invoke("Flatten", [self])
+    shape = self.shape
+    rest = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    return self._reshape_view((shape[0], rest) if shape else (1, 1))
+
+
+def _squeeze(self, axis=None, inplace=False):
+    """This array without its size-1 axes (or the given ones); inplace=True gives a view."""
+    shape = list(self.shape)
+    if axis is None:
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    else:
+        axes = [int(a) % len(shape) for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+        for a in axes:
+            if shape[a] != 1:
+                raise ValueError("cannot select an axis to squeeze out which has size not "
+                                 "equal to one")
+    new = tuple(d for i, d in enumerate(shape) if i not in axes) or (1,)
+    if not inplace:
+        return self._reshape_view(new).copy()
+    return self._reshape_view(new)
+
+
+NDArray.__reduce__ = _reduce
+NDArray.__abs__ = lambda self: invoke("abs", [self])
+NDArray.expand_dims = _expand_dims
+NDArray.flatten = _flatten
+NDArray.squeeze = _squeeze
 NDArray.__neg__ = _neg
 NDArray.__pos__ = lambda self: self
 NDArray.__getitem__ = _getitem
@@ -430,7 +562,7 @@ NDArray.handle = property(lambda self: self)
 # Fluent methods: x.exp(), x.sum(axis=1), x.flatten(), ... where the op exists.
 _FLUENT = ["abs", "sign", "round", "floor", "ceil", "sqrt", "rsqrt", "square", "exp", "expm1",
            "log", "log1p", "reciprocal", "relu", "sigmoid", "tanh", "softmax", "log_softmax",
-           "sum", "mean", "max", "min", "flatten", "expand_dims", "transpose", "clip",
+           "sum", "mean", "max", "min", "transpose", "clip",
            "slice_axis", "split", "negative"]
 for _name in _FLUENT:
     if _op(_name) and hasattr(_module, _name):

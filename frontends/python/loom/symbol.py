@@ -103,14 +103,23 @@ def _create(op_name, hint, args, kwargs, func_name="", param_names=()):
     attr = kwargs.pop("attr", None)
     kwargs.pop("out", None)
     positional = []
+    extra = []
+    plist = [p for p in param_names if p not in ("name", "attr")] \
+        if isinstance(param_names, tuple) else []
     for a in args:
         if isinstance(a, Symbol):
             positional.append(a)
-        elif isinstance(a, (list, tuple)) and all(isinstance(x, Symbol) for x in a):
+        elif isinstance(a, (list, tuple)) and a and all(isinstance(x, Symbol) for x in a):
             positional.extend(a)
+        elif len(extra) < len(plist):
+            extra.append(a)     # MXNet's signatures: inputs, then parameters in order
         else:
             raise TypeError("%s: positional arguments must be symbols, got %s" %
                             (func_name or op_name, type(a).__name__))
+    for pname, v in zip(plist, extra):
+        if pname in kwargs:
+            raise TypeError("%s: got multiple values for argument '%s'" % (func_name, pname))
+        kwargs[pname] = v
     named, attrs, hidden = {}, {}, {}
     for k, v in kwargs.items():
         if isinstance(v, Symbol):
@@ -148,7 +157,7 @@ def _create(op_name, hint, args, kwargs, func_name="", param_names=()):
 def _make_function(func_name, info):
     op_name = info.name
     hint = func_name.lower()
-    param_names = frozenset(info.param_names)
+    param_names = tuple(info.param_names) if not info.variadic else frozenset(info.param_names)
 
     def fn(*args, **kwargs):
         return _create(op_name, hint, args, kwargs, func_name, param_names)
