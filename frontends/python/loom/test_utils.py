@@ -464,9 +464,10 @@ def _parse_aux_states(sym, aux_states, ctx, dtype=default_dtype()):
 
 
 def numeric_grad(executor, location, aux_states=None, eps=1e-4, use_forward_train=True,
-                 dtype=default_dtype()):
-    """Central finite differences of sum(outputs[0]) with respect to every floating point
-    argument in `location` (dict name -> NumPy array), through the bound `executor`."""
+                 dtype=default_dtype(), _weights=None):
+    """Central finite differences of sum(outputs[0]) (times _weights elementwise when given)
+    with respect to every floating point argument in `location` (dict name -> NumPy array),
+    through the bound `executor`."""
     grads = {k: np.zeros(np.shape(v), dtype=dtype) for k, v in location.items()}
     location = {k: np.array(v, dtype=dtype, copy=True, order="C")
                 for k, v in location.items()}
@@ -478,7 +479,8 @@ def numeric_grad(executor, location, aux_states=None, eps=1e-4, use_forward_trai
             for name, val in aux_states.items():
                 executor.aux_dict[name][:] = val
         executor.forward(is_train=use_forward_train)
-        return executor.outputs[0].asnumpy().astype(np.float64)
+        out = executor.outputs[0].asnumpy().astype(np.float64)
+        return out if _weights is None else out * _weights
 
     for k, v in location.items():
         if v.dtype.kind != "f":
@@ -504,8 +506,8 @@ def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rto
                            grad_stype_dict=None, dtype=default_dtype()):
     """Checks the symbol's backward pass against finite differences.
 
-    The first output is multiplied by a fixed random projection and summed, so every output
-    element takes part; the gradient the executor computes for each node in grad_nodes
+    The first output is weighted by a random projection and summed, so every output element
+    takes part; the gradient the executor computes for each node in grad_nodes
     (default: all arguments; a dict gives grad_req per node: 'write', 'add' or 'null') is
     compared with the numeric one. Raises AssertionError on a mismatch."""
     if dtype not in (np.float16, np.float32, np.float64):
@@ -529,28 +531,23 @@ def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rto
     _, out_shapes, _ = sym.infer_shape(**{k: v.shape for k, v in location.items()})
     if out_shapes is None:
         raise ValueError("check_numeric_gradient: cannot infer the output shape")
-    proj_name = "__random_proj"
-    proj = _sym.Variable(proj_name)
-    loss = _sym.make_loss(sym * proj)
-    proj_value = np.random.rand(*out_shapes[0]) + 0.1
-    args = dict(location)
-    args[proj_name] = _nd.array(proj_value, ctx=ctx, dtype=dtype)
+    # The first output is weighted by a random projection: the executor gets it as the head
+    # gradient and the finite differences use sum(output * projection), so no extra op (with
+    # its own dtype support) enters the graph.
+    proj = np.random.rand(*out_shapes[0]) + 0.1
     start_grads = {k: np.random.normal(0, 0.01, size=location[k].shape) for k in grad_nodes}
-    start_grads[proj_name] = np.random.normal(0, 0.01, size=out_shapes[0])
     grad_arrays = {k: _nd.array(v, ctx=ctx, dtype=dtype) for k, v in start_grads.items()}
-    req = {k: grad_req.get(k, "null") for k in loss.list_arguments()}
-    req[proj_name] = "write"
-    exe = loss.bind(ctx, args=args, args_grad=grad_arrays, grad_req=req, aux_states=aux)
+    req = {k: grad_req.get(k, "null") for k in sym.list_arguments()}
+    exe = sym.bind(ctx, args=dict(location), args_grad=grad_arrays, grad_req=req,
+                   aux_states=aux)
     if len(exe.outputs) != 1:
         raise ValueError("check_numeric_gradient: the symbol must have one output")
     exe.forward(is_train=True)
     eps = get_tolerance(exe.outputs[0], numeric_eps, default_numeric_eps())
-    exe.backward()
+    exe.backward([_nd.array(proj, ctx=ctx, dtype=exe.outputs[0].dtype)])
     symbolic = {k: grad_arrays[k].asnumpy() for k in grad_nodes}
-    loc = dict(location_np)
-    loc[proj_name] = proj_value
-    numeric = numeric_grad(exe, {k: loc[k] for k in location_np}, aux_np, eps=eps,
-                           use_forward_train=use_forward_train, dtype=dtype)
+    numeric = numeric_grad(exe, location_np, aux_np, eps=eps,
+                           use_forward_train=use_forward_train, dtype=dtype, _weights=proj)
     for name in grad_nodes:
         names = ("NUMERICAL_%s" % name, "BACKWARD_%s" % name)
         r = grad_req[name]
