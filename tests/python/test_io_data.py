@@ -503,3 +503,33 @@ def test_abandoned_iterators_stop_their_threads(tmp_path):
         time.sleep(0.05)
         gc.collect()  # a producer may have held its iterator during the first collection
     assert threading.active_count() <= before, [t.name for t in threading.enumerate()]
+
+
+def test_image_record_iter_random_augmentation(tmp_path):
+    imgs = _images(6, seed=4)
+    rec, _ = _write_rec(tmp_path, imgs, idx=False)
+
+    def run(**kw):
+        it = mx.io.ImageRecordIter(path_imgrec=rec, data_shape=(3, 20, 20), batch_size=3, **kw)
+        out = np.concatenate([b.data[0].asnumpy() for b in it])
+        it.close()
+        return out
+
+    # rand_crop / rand_mirror: every output is some 20x20 window of its image, maybe mirrored
+    out = run(rand_crop=True, rand_mirror=True, seed_aug=5)
+    for img, o in zip(imgs, out):
+        rgb = img[:, :, ::-1].transpose(2, 0, 1).astype(np.float32)
+        h, w = rgb.shape[1:]
+        found = any(np.array_equal(o, win) or np.array_equal(o, win[:, :, ::-1])
+                    for y in range(h - 19) for x in range(w - 19)
+                    for win in [rgb[:, y:y + 20, x:x + 20]])
+        assert found
+    many = dict(rand_crop=True, rand_mirror=True, max_random_scale=1.3, min_random_scale=0.9,
+                max_rotate_angle=10, max_shear_ratio=0.2, max_aspect_ratio=0.2, pad=2,
+                random_h=10, random_s=20, random_l=30, brightness=0.2, contrast=0.2,
+                saturation=0.2, pca_noise=0.1, max_random_illumination=3,
+                max_random_contrast=0.2)
+    a, b, c = run(seed_aug=3, **many), run(seed_aug=3, **many), run(seed_aug=4, **many)
+    assert np.array_equal(a, b) and not np.array_equal(a, c) and np.isfinite(a).all()
+    rrc = run(random_resized_crop=True, min_random_area=0.3, max_aspect_ratio=0.3, seed_aug=1)
+    assert rrc.shape == (6, 3, 20, 20) and not np.array_equal(rrc, run())

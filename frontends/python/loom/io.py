@@ -831,7 +831,8 @@ class ImageRecordIter(_FileIter):
                  min_random_scale=1.0, max_aspect_ratio=0.0, min_aspect_ratio=None,
                  max_img_size=1e10, min_img_size=0.0, min_crop_size=-1, max_crop_size=-1,
                  brightness=0.0, contrast=0.0, saturation=0.0, random_h=0, random_s=0,
-                 random_l=0, pca_noise=0.0, seed_aug=None, preprocess_threads=4,
+                 random_l=0, pca_noise=0.0, random_resized_crop=False,
+                 max_random_area=1.0, min_random_area=1.0, seed_aug=None, preprocess_threads=4,
                  prefetch_buffer=4, num_parts=1, part_index=0, dtype="float32",
                  data_name="data", label_name="softmax_label", verbose=True, **kwargs):
         super(ImageRecordIter, self).__init__(int(batch_size), data_name, label_name)
@@ -867,7 +868,15 @@ class ImageRecordIter(_FileIter):
                  random_s=int(random_s), random_l=int(random_l), pca_noise=float(pca_noise),
                  rand_mirror=bool(rand_mirror), mirror=bool(mirror),
                  max_random_contrast=float(max_random_contrast),
-                 max_random_illumination=float(max_random_illumination), scale=float(scale))
+                 max_random_illumination=float(max_random_illumination), scale=float(scale),
+                 rrc=bool(random_resized_crop), max_random_area=float(max_random_area),
+                 min_random_area=float(min_random_area))
+        if p["rrc"] and (p["min_random_scale"] != 1 or p["max_random_scale"] != 1
+                         or p["min_crop_size"] != -1 or p["max_crop_size"] != -1
+                         or p["rand_crop"]):
+            raise MXNetError("ImageRecordIter: random_resized_crop conflicts with "
+                             "min_random_scale, max_random_scale, min_crop_size, "
+                             "max_crop_size and rand_crop")
         if min_aspect_ratio is not None:
             p["aspect"] = (float(min_aspect_ratio), float(max_aspect_ratio))
         else:
@@ -1113,7 +1122,7 @@ class ImageRecordIter(_FileIter):
         lo_ar, hi_ar = p["aspect"]
         if (p["max_rotate_angle"] > 0 or p["max_shear_ratio"] > 0 or p["rotate"] > 0
                 or p["max_random_scale"] != 1 or p["min_random_scale"] != 1
-                or lo_ar != 1 or hi_ar != 1 or p["max_img_size"] != 1e10
+                or (not p["rrc"] and (lo_ar != 1 or hi_ar != 1)) or p["max_img_size"] != 1e10
                 or p["min_img_size"] != 0):
             f32 = np.float32
             s = f32(rng.rand() * p["max_shear_ratio"] * 2 - p["max_shear_ratio"])
@@ -1121,9 +1130,11 @@ class ImageRecordIter(_FileIter):
             if p["rotate"] > 0:
                 angle = p["rotate"]
             a, b = f32(np.cos(angle / 180.0 * np.pi)), f32(np.sin(angle / 180.0 * np.pi))
-            scale = f32(rng.rand() * (p["max_random_scale"] - p["min_random_scale"])
-                        + p["min_random_scale"])
-            ratio = f32(rng.rand() * (hi_ar - lo_ar) + lo_ar)
+            scale = ratio = f32(1)
+            if not p["rrc"]:
+                scale = f32(rng.rand() * (p["max_random_scale"] - p["min_random_scale"])
+                            + p["min_random_scale"])
+                ratio = f32(rng.rand() * (hi_ar - lo_ar) + lo_ar)
             hs = f32(2 * scale / (1 + ratio))
             ws = ratio * hs
             rows, cols = img.shape[:2]
@@ -1150,7 +1161,32 @@ class ImageRecordIter(_FileIter):
         if img.ndim == 2:
             img = img[:, :, None]
         cropped = False
-        if p["max_crop_size"] != -1 or p["min_crop_size"] != -1:
+        if p["rrc"]:
+            if (p["max_random_area"] != 1 or p["min_random_area"] != 1 or lo_ar != 1
+                    or hi_ar != 1):
+                if not (lo_ar > 0 and p["min_random_area"] <= p["max_random_area"]
+                        and lo_ar <= hi_ar):
+                    raise MXNetError("ImageRecordIter: random_resized_crop needs "
+                                     "0 < min_aspect_ratio <= max_aspect_ratio and "
+                                     "min_random_area <= max_random_area")
+                rows, cols = img.shape[:2]
+                for _ in range(10):
+                    target = rows * cols * rng.uniform(p["min_random_area"],
+                                                       p["max_random_area"])
+                    ratio = rng.uniform(lo_ar, hi_ar)
+                    ya = int(round(np.sqrt(target / ratio)))
+                    xa = int(round(np.sqrt(target * ratio)))
+                    if rng.rand() > 0.5:
+                        ya, xa = xa, ya
+                    if 0 < ya <= rows and 0 < xa <= cols:
+                        y = rng.randint(0, rows - ya + 1)
+                        x = rng.randint(0, cols - xa + 1)
+                        img = cv2.resize(img[y:y + ya, x:x + xa], (w_out, h_out),
+                                         interpolation=_inter_method(
+                                             p["inter_method"], xa, ya, w_out, h_out, rng))
+                        cropped = True
+                        break
+        elif p["max_crop_size"] != -1 or p["min_crop_size"] != -1:
             rows, cols = img.shape[:2]
             lo, hi = p["min_crop_size"], p["max_crop_size"]
             if not (cols >= hi and rows >= hi and hi >= lo):
