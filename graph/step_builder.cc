@@ -79,6 +79,9 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
     throw Error("make_step: unknown optimizer '" + name + "' (sgd, nag, adam, adamw, rmsprop, lamb)");
   if (o.accumulate < 1) throw Error("make_step: accumulate must be >= 1");
   const int k = o.accumulate;
+  const bool update_only = !o.gradient_suffix.empty();
+  if (update_only && (k != 1 || o.ema))
+    throw Error("make_step: an update-only graph (gradient_suffix) takes accumulate 1 and no EMA");
 
   // Parameters: arguments that are not inputs and not fixed.
   std::vector<std::string> params;
@@ -108,12 +111,19 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
   Symbol first = pred(0, "step_first"), last = pred(k - 1, "step_last");
   Symbol t_real = switched("_loom_counter", {state_var("step_real")}, {}, last, "step_real_count");
 
-  // Gradients of every loss output with respect to the parameters, accumulated.
-  std::vector<Symbol> gin = {loss};
-  for (const auto& p : params) gin.push_back(var(p));
-  auto grads = Symbol::Op("_loom_gradients", gin,
-                          {{"num_losses", inum(static_cast<int64_t>(loss.num_outputs()))}},
-                          "step_gradients");
+  // Gradients of every loss output with respect to the parameters, accumulated (or, in an
+  // update-only graph, the gradient inputs).
+  std::vector<Symbol> grads;
+  if (update_only) {
+    for (const auto& p : params) grads.push_back(Symbol::Variable(p + o.gradient_suffix));
+  } else {
+    std::vector<Symbol> gin = {loss};
+    for (const auto& p : params) gin.push_back(var(p));
+    auto g = Symbol::Op("_loom_gradients", gin,
+                        {{"num_losses", inum(static_cast<int64_t>(loss.num_outputs()))}},
+                        "step_gradients");
+    for (size_t i = 0; i < params.size(); ++i) grads.push_back(g[i]);
+  }
 
   // Learning rates: one _loom_lr node per distinct lr_mult.
   std::map<double, Symbol> lr_nodes;
@@ -134,7 +144,8 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
 
   const double eps = opt.epsilon ? *opt.epsilon : (name == "lamb" ? 1e-6 : 1e-8);
   const std::string clip = num(opt.clip_gradient < 0 ? -1.0 : opt.clip_gradient);
-  std::vector<Symbol> heads = {loss};
+  std::vector<Symbol> heads;
+  if (!update_only) heads.push_back(loss);
 
   // Parameters grouped by lr_mult (one learning-rate node each); with o.bucket each group's
   // accumulation, update and EMA are one _loom_bucket node each.
@@ -204,10 +215,15 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
     for (size_t i : idx) wds.push_back(opt.wd * mult(opt.wd_mult, attrs_of(params[i]), "__wd_mult__", params[i], true));
     Symbol lr = lr_for(lms[gi]);
 
-    std::vector<std::vector<Symbol>> acc_in;
-    for (size_t i : idx) acc_in.push_back({state_var(params[i] + "_acc"), grads[i], first});
-    auto acc = emit("_loom_accumulate", acc_in, {{"scale", num(o.grad_mean ? 1.0 / k : 1.0)}},
-                    nullptr, nullptr, true, names("_accumulate"), "step_accumulate" + gs);
+    std::vector<Symbol> acc;
+    if (update_only) {
+      for (size_t i : idx) acc.push_back(grads[i]);
+    } else {
+      std::vector<std::vector<Symbol>> acc_in;
+      for (size_t i : idx) acc_in.push_back({state_var(params[i] + "_acc"), grads[i], first});
+      acc = emit("_loom_accumulate", acc_in, {{"scale", num(o.grad_mean ? 1.0 / k : 1.0)}},
+                 nullptr, nullptr, true, names("_accumulate"), "step_accumulate" + gs);
+    }
 
     // Per tensor: weight, accumulated gradient, the optimizer's states.
     auto inputs = [&](std::vector<std::string> states, bool with_lr) {

@@ -92,6 +92,11 @@ struct StepOptions {
   /// simple_bind lays out each kind of state (weights, accumulators, momenta, shadows) in one
   /// flat buffer with per-parameter views. false: one node per parameter.
   bool bucket = true;
+  /// Update-only graphs (MXNet Module.update): non-empty, the gradient of parameter p is the
+  /// input `p + gradient_suffix` (bound to a training executor's gradient array) instead of
+  /// the loss's in-graph gradient; there is no accumulation (accumulate must be 1, no
+  /// `p_acc` state), no EMA, and the loss is not a head (it only names the parameters).
+  std::string gradient_suffix;
 };
 
 /// Builds the training-step symbol (see the file header). Throws Error for an unknown

@@ -79,8 +79,10 @@ void init_step(py::module_& m) {
   m.def(
       "_make_step",
       [](const Symbol& loss, py::dict opt, int accumulate, bool grad_mean, py::object ema,
-         std::vector<std::string> input_names, std::vector<std::string> fixed, bool bucket) {
+         std::vector<std::string> input_names, std::vector<std::string> fixed, bool bucket,
+         std::string gradient_suffix) {
         StepOptions o;
+        o.gradient_suffix = std::move(gradient_suffix);
         o.accumulate = accumulate;
         o.grad_mean = grad_mean;
         if (!ema.is_none()) o.ema = ema_from(ema);
@@ -92,7 +94,8 @@ void init_step(py::module_& m) {
       py::arg("loss"), py::arg("optimizer"), py::arg("accumulate") = 1,
       py::arg("grad_mean") = true, py::arg("ema") = py::none(),
       py::arg("input_names") = std::vector<std::string>{},
-      py::arg("fixed_param_names") = std::vector<std::string>{}, py::arg("bucket") = true);
+      py::arg("fixed_param_names") = std::vector<std::string>{}, py::arg("bucket") = true,
+      py::arg("gradient_suffix") = std::string());
   m.def("_classify_step_inputs", [](const Symbol& s) {
     py::dict d;
     for (const auto& [n, k] : classify_step_inputs(s)) {

@@ -1,11 +1,14 @@
 """Module.update: the optimizer step over a module's parameter and gradient arrays.
 
-_GraphUpdater runs the update in a Loom graph: the loss  sum_p sum(p * g_p)  (g_p an input
-bound to p's gradient array) turned into a training step by loom.train.make_step, so its
-in-graph gradient for p is exactly g_p and the step's optimizer nodes (bucketed sgd/adam/...
-updates, `_loom_lr` schedule, the real-step counter for Adam's bias correction) write the
-weights in place. One forward of that executor is one MXNet `updater(i, grad, weight)` pass
-over every parameter. Optimizer states are the step's aux arrays (zero at bind, as MXNet's).
+_GraphUpdater runs the update as a Loom graph: make_step's update-only form
+(graph/step_builder.h StepOptions::gradient_suffix) over the parameters, whose gradient
+inputs are bound to the training executor's gradient arrays and whose weights are the
+executor's own weight arrays (by reference). Its bucketed update nodes (sgd_mom_update,
+adam_update, ...), the `_loom_lr` schedule and the real-step counter (Adam's bias correction,
+the scheduler's num_update) write the weights and states in place: one forward is one MXNet
+`updater(i, grad, weight)` pass over every parameter. Optimizer states are the graph's aux
+arrays (zero at bind, as MXNet's). With a _loom built before gradient_suffix it falls back to
+make_step over the loss sum_p sum(p * g_p), whose in-graph gradient for p is exactly g_p.
 
 _PyUpdater is the imperative fallback for optimizers that have no in-graph form (a user's
 registered Optimizer subclass with its own `update`): MXNet's updater protocol,
@@ -21,6 +24,7 @@ from ..base import LoomError
 
 _GRAPH_OPTIMIZERS = ("sgd", "nag", "adam", "adamw", "rmsprop", "lamb")
 _MAGIC = "__loom_module_optimizer_states__"
+_GRAD_SUFFIX = "__loom_grad"
 # step-graph state names per parameter p: p_mom (sgd, nag), p_mean/p_var (adam, adamw,
 # lamb), p_n/p_g/p_delta (rmsprop)
 _STATE_SUFFIXES = ("mom", "mean", "var", "n", "g", "delta")
@@ -78,38 +82,58 @@ class _GraphUpdater(object):
         self._exe = None
         self.aux, self._opt_states, self._by_param = {}, [], {}
         self._name2idx = name2idx or {n: i for i, n in enumerate(weights)}
-        if not self.names:
-            return
-        terms = []
-        for n in self.names:
-            terms.append(sym.sum(sym.Variable(n) * sym.Variable(n + "__loom_grad")))
-        total = terms[0] if len(terms) == 1 else sym.add_n(*terms)
-        loss = sym.MakeLoss(total, name="__loom_update_loss")
-        spec = dict(optimizer._spec())
-        spec["lr_mult"] = {k: float(v) for k, v in lr_mult.items()}
-        spec["wd_mult"] = {k: float(v) for k, v in wd_mult.items()}
-        # loom.train.make_step's builder (accumulate 1, no EMA, bucketed updates)
-        step = _loom._make_step(loss, spec, 1, True, None,
-                                [n + "__loom_grad" for n in self.names], [], True)
+        self._weights, self._grads, self._ctx = weights, grads, ctx
+        self._lr_mult, self._wd_mult = lr_mult, wd_mult
+        if self.names:
+            self._build()
+
+    def _hyper(self):
+        """The optimizer values baked into the graph; a script that changes them between
+        updates (opt.lr = ..., set_learning_rate) gets the graph rebuilt (states kept)."""
+        o = self.optimizer
+        return (o.lr, o.wd, o.rescale_grad, o.clip_gradient, getattr(o, "momentum", None))
+
+    def _build(self):
+        names, opt = self.names, self.optimizer
+        gname = [n + _GRAD_SUFFIX for n in names]
+        spec = dict(opt._spec())
+        spec["lr_mult"] = {k: float(v) for k, v in self._lr_mult.items()}
+        spec["wd_mult"] = {k: float(v) for k, v in self._wd_mult.items()}
+        try:
+            # make_step's update-only form (graph/step_builder.h gradient_suffix): the
+            # optimizer nodes read the gradient inputs directly
+            step = _loom._make_step(sym.Group([sym.Variable(n) for n in names]), spec, 1, True,
+                                    None, ["__loom_no_inputs__"], [], True, _GRAD_SUFFIX)
+        except TypeError:
+            # a _loom built before gradient_suffix: the loss sum_p sum(p * g_p), whose
+            # in-graph gradient for p is exactly g_p
+            terms = [sym.sum(sym.Variable(n) * sym.Variable(g)) for n, g in zip(names, gname)]
+            total = terms[0] if len(terms) == 1 else sym.add_n(*terms)
+            step = _loom._make_step(sym.MakeLoss(total, name="__loom_update_loss"), spec, 1,
+                                    True, None, gname, [], True)
         args = {}
-        for n in self.names:
-            args[n] = weights[n]
-            args[n + "__loom_grad"] = grads[n]
-        shapes = {k: tuple(v.shape) for k, v in args.items()}
-        _, _, aux_shapes = step.infer_shape(**shapes)
-        _, _, aux_types = step.infer_type(**{k: np.dtype(v.dtype).name for k, v in args.items()})
+        for n, g in zip(names, gname):
+            args[n] = self._weights[n]
+            args[g] = self._grads[n]
         aux_names = step.list_auxiliary_states()
-        from .executor_group import zeros
-        self.aux = {n: zeros(tuple(s), ctx=ctx, dtype=t if t is not None else np.float32)
-                    for n, s, t in zip(aux_names, aux_shapes,
-                                       aux_types or [None] * len(aux_names))}
-        self._exe = step.bind(ctx, args=args, grad_req="null", aux_states=self.aux)
+        if not self.aux:
+            from .executor_group import zeros
+            shapes = {k: tuple(v.shape) for k, v in args.items()}
+            _, _, aux_shapes = step.infer_shape(**shapes)
+            _, _, aux_types = step.infer_type(**{k: np.dtype(v.dtype).name
+                                                 for k, v in args.items()})
+            self.aux = {n: zeros(tuple(s), ctx=self._ctx,
+                                 dtype=t if t is not None else np.float32)
+                        for n, s, t in zip(aux_names, aux_shapes,
+                                           aux_types or [None] * len(aux_names))}
+        self._exe = step.bind(self._ctx, args=args, grad_req="null", aux_states=self.aux)
+        self._baked = self._hyper()
         kinds = _loom._classify_step_inputs(step)
         # What MXNet's Updater.get_states holds: the per-weight optimizer states. The update
         # counts (Adam's t, the lr schedule's num_update) belong to the optimizer object in
         # MXNet and are not restored by set_states, so they are not loaded here either.
         self._opt_states = [k for k in aux_names if kinds.get(k) == "opt"]
-        for n in self.names:  # each parameter's states, in the step's order (mom; mean, var)
+        for n in names:  # each parameter's states, in the step's order (mom; mean, var)
             self._by_param[n] = [k for k in self._opt_states
                                  if k.startswith(n + "_") and k[len(n) + 1:] in _STATE_SUFFIXES]
 
@@ -126,6 +150,8 @@ class _GraphUpdater(object):
 
     def __call__(self):
         if self._exe is not None:
+            if self._hyper() != self._baked:
+                self._build()
             self._exe.forward(is_train=True)
 
     @property
