@@ -470,3 +470,49 @@ def test_rand_zipfian(mx):
     assert np.allclose(exe.outputs[2].asnumpy(), 500 * prob[s2], rtol=1e-4)
     assert np.array_equal(mx.nd.contrib.isfinite(mx.nd.array([1, np.inf, np.nan])).asnumpy(),
                           [1, 0, 0])
+
+
+def test_random_pdf_ops(mx):
+    from loom.random import _digamma
+    tu = mx.test_utils
+    # psi(1) = -Euler's gamma, psi(1/2) = -gamma - 2 ln 2, psi(x + 1) = psi(x) + 1/x
+    g = 0.5772156649015329
+    assert np.allclose(_digamma([1.0, 0.5, 7.5]),
+                       [-g, -g - 2 * math.log(2), float(_digamma([6.5])[0]) + 1 / 6.5],
+                       atol=1e-10)
+    v = [mx.sym.var("v%d" % i) for i in range(3)]
+    rng = np.random.RandomState(4)
+    mu = np.array([[0.0, 2.5], [-9.75, -7.0]])
+    sigma = np.array([[1.0, 3.7], [4.2, 1.5]])
+    x = rng.randn(2, 2, 3) + mu[..., None]
+    z = (x - mu[..., None]) / sigma[..., None]
+    dens = np.exp(-0.5 * z * z) / (sigma[..., None] * math.sqrt(2 * math.pi))
+    for dt in (np.float32, np.float64):
+        tu.check_symbolic_forward(mx.sym.random_pdf_normal(*v), [x, mu, sigma], [dens],
+                                  rtol=1e-4, atol=1e-6, dtype=dt)
+        tu.check_symbolic_forward(mx.sym.random_pdf_normal(*v, is_log=True), [x, mu, sigma],
+                                  [np.log(dens)], rtol=1e-4, atol=1e-5, dtype=dt)
+    tu.check_numeric_gradient(mx.sym.random_pdf_normal(*v), [x, mu, sigma], numeric_eps=1e-5,
+                              rtol=1e-2, atol=1e-4, dtype=np.float64)
+    # closed forms: Poisson 3^2 e^-3 / 2!, NB C(4,2) 0.4^3 0.6^2, Gamma(rate) b^a x^(a-1) e^-bx / (a-1)!
+    P = mx.nd.random_pdf_poisson(mx.nd.array([[2.0]]), mx.nd.array([3.0])).asscalar()
+    assert abs(P - 9 * math.exp(-3) / 2) < 1e-6
+    P = mx.nd.random_pdf_negative_binomial(mx.nd.array([[2.0]]), mx.nd.array([3.0]),
+                                           mx.nd.array([0.4])).asscalar()
+    assert abs(P - 6 * 0.4 ** 3 * 0.36) < 1e-6
+    P = mx.nd.random_pdf_gamma(mx.nd.array([[2.0]]), mx.nd.array([3.0]),
+                               mx.nd.array([0.5])).asscalar()
+    assert abs(P - 0.5 ** 3 * 4 * math.exp(-1) / 2) < 1e-6
+    k = np.array([[2.0, 3.0]])
+    p = np.array([[0.3, 0.6]])
+    counts = np.array([[[0.0, 1, 2], [3, 4, 5]]])
+    tu.check_numeric_gradient(mx.sym.random_pdf_generalized_negative_binomial(*v),
+                              [counts, k, p], grad_nodes=["v1", "v2"], numeric_eps=1e-5,
+                              rtol=1e-2, atol=1e-4, dtype=np.float64)
+    a = np.array([[1.5, 2.0, 0.7]])
+    xs = np.array([[[0.2, 0.3, 0.5]]])
+    beta = math.gamma(a.sum()) / np.prod([math.gamma(t) for t in a[0]])
+    P = mx.nd.random_pdf_dirichlet(mx.nd.array(xs), mx.nd.array(a)).asnumpy()
+    assert abs(P[0, 0] - beta * np.prod(xs[0, 0] ** (a[0] - 1))) < 1e-5
+    tu.check_numeric_gradient(mx.sym.random_pdf_dirichlet(v[0], v[1]), [xs, a],
+                              numeric_eps=1e-6, rtol=1e-2, atol=1e-3, dtype=np.float64)

@@ -8,6 +8,7 @@ Symbolic samplers (mx.sym.random.uniform(shape=...), ...) are Custom operators
 ('_loom_random') run by the executor: they draw from the same generators each forward and
 have zero gradient with respect to their parameters."""
 import json
+import math
 import sys
 import threading
 import types
@@ -550,6 +551,236 @@ def _sym_op_style(dist, names, array_form):
         return _sym_sample(dist, values, shape, dtype, kwargs)
     fn.__name__ = ("sample_" if array_form else "random_") + dist
     return fn
+
+
+# ---------------------------------------------------------------------------------------
+# densities: random_pdf_<dist>(sample, <params>, is_log) with gradients for every input
+
+def _lgamma(x):
+    return np.vectorize(math.lgamma, otypes=[np.float64])(x)
+
+
+def _digamma(x):
+    """psi(x) for x > 0: recurrence up to x >= 6, then the asymptotic series."""
+    x = np.array(x, dtype=np.float64, copy=True)
+    acc = np.zeros_like(x)
+    small = x < 6
+    while small.any():
+        acc[small] -= 1.0 / x[small]
+        x[small] += 1.0
+        small = x < 6
+    inv2 = 1.0 / (x * x)
+    series = inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (
+        1.0 / 240 - inv2 * (1.0 / 132)))))
+    return acc + np.log(x) - 0.5 / x - series
+
+
+# name -> (parameter names, discrete sample)
+_PDFS = {
+    "uniform": (("low", "high"), False),
+    "normal": (("mu", "sigma"), False),
+    "gamma": (("alpha", "beta"), False),
+    "exponential": (("lam",), False),
+    "poisson": (("lam",), True),
+    "negative_binomial": (("k", "p"), True),
+    "generalized_negative_binomial": (("mu", "alpha"), True),
+    "dirichlet": (("alpha",), False),
+}
+
+
+def _nb_logpdf(x, k, p):
+    """log P(x) of the negative binomial and its derivatives in k and p."""
+    logp = (_lgamma(x + k) - _lgamma(x + 1) - _lgamma(k) + k * np.log(p) +
+            x * np.log1p(-p))
+    dk = _digamma(x + k) - _digamma(k) + np.log(p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dp = k / p - np.where(x > 0, x / (1 - p), 0.0)
+    return logp, dk, dp
+
+
+def _logpdf(dist, x, params):
+    """(log density, d/dx, [d/dparam]) elementwise (dirichlet: summed over the last axis
+    for the density, per component for the derivatives)."""
+    if dist == "uniform":
+        lo, hi = params
+        inside = (x >= lo) & (x <= hi)
+        width = hi - lo
+        logp = np.where(inside, -np.log(width), -np.inf)
+        return logp, np.zeros_like(x), [np.where(inside, 1.0 / width, 0.0),
+                                        np.where(inside, -1.0 / width, 0.0)]
+    if dist == "normal":
+        mu, sigma = params
+        z = (x - mu) / sigma
+        logp = -0.5 * z * z - np.log(sigma) - 0.5 * math.log(2 * math.pi)
+        return logp, -z / sigma, [z / sigma, (z * z - 1.0) / sigma]
+    if dist == "gamma":  # beta is the rate here, as in MXNet's pdf op
+        a, b = params
+        logp = a * np.log(b) + (a - 1) * np.log(x) - b * x - _lgamma(a)
+        return logp, (a - 1) / x - b, [np.log(b) + np.log(x) - _digamma(a), a / b - x]
+    if dist == "exponential":
+        (lam,) = params
+        return np.log(lam) - lam * x, -lam + np.zeros_like(x), [1.0 / lam - x]
+    if dist == "poisson":
+        (lam,) = params
+        logp = x * np.log(lam) - lam - _lgamma(x + 1)
+        return logp, np.zeros_like(x), [x / lam - 1.0]
+    if dist == "negative_binomial":
+        k, p = params
+        logp, dk, dp = _nb_logpdf(x, k, p)
+        return logp, np.zeros_like(x), [dk, dp]
+    if dist == "generalized_negative_binomial":
+        mu, alpha = params
+        mu, alpha = np.broadcast_to(mu, x.shape), np.broadcast_to(alpha, x.shape)
+        pois = alpha <= 0
+        a = np.where(pois, 1.0, alpha)
+        k, p = 1.0 / a, 1.0 / (1.0 + a * mu)
+        logp, dk, dp = _nb_logpdf(x, k, p)
+        d_mu = (x - mu) / (mu * (1 + a * mu))
+        d_alpha = dk * (-1.0 / (a * a)) + dp * (-mu / (1 + a * mu) ** 2)
+        plog = x * np.log(mu) - mu - _lgamma(x + 1)
+        return (np.where(pois, plog, logp), np.zeros_like(x),
+                [np.where(pois, x / mu - 1.0, d_mu), np.where(pois, 0.0, d_alpha)])
+    if dist == "dirichlet":
+        (alpha,) = params
+        total = alpha.sum(axis=-1, keepdims=True)
+        logp = (_lgamma(total[..., 0]) - _lgamma(alpha).sum(axis=-1) +
+                ((alpha - 1) * np.log(x)).sum(axis=-1))
+        return logp, (alpha - 1) / x, [_digamma(total) - _digamma(alpha) + np.log(x)]
+    raise LoomError("unknown density '%s'" % dist)
+
+
+def _pdf_eval(dist, sample, params, is_log):
+    """Density of `sample` (NumPy) under parameters (NumPy arrays with the leading shape of
+    the sample; dirichlet's carry the category axis last). Returns (density, d/dsample,
+    [d/dparam] broadcast to the sample's shape)."""
+    x = np.asarray(sample, dtype=np.float64)
+    ps = [np.asarray(p, dtype=np.float64) for p in params]
+    if dist == "dirichlet":
+        lead = ps[0].shape[:-1]
+        extra = x.ndim - len(lead) - 1
+        ps = [p.reshape(lead + (1,) * extra + p.shape[-1:]) for p in ps]
+    else:
+        lead = ps[0].shape
+        extra = x.ndim - len(lead)
+        ps = [p.reshape(lead + (1,) * extra) for p in ps]
+    logp, dx, dps = _logpdf(dist, x, ps)
+    if is_log:
+        return logp, dx, dps
+    dens = np.exp(logp)
+    if dist == "dirichlet":
+        scale = dens[..., None]
+        return dens, scale * dx, [scale * d for d in dps]
+    return dens, dens * dx, [dens * d for d in dps]
+
+
+class _PdfOp(_operator.CustomOp):
+    def __init__(self, dist, is_log):
+        super().__init__()
+        self.dist, self.is_log = dist, is_log
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        dens, _, _ = _pdf_eval(self.dist, in_data[0].asnumpy(),
+                               [a.asnumpy() for a in in_data[1:]], self.is_log)
+        out = out_data[0]
+        self.assign(out, req[0], _nd.array(dens.astype(np.dtype(out.dtype)), ctx=out.context,
+                                           dtype=out.dtype))
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        params = [a.asnumpy() for a in in_data[1:]]
+        _, dx, dps = _pdf_eval(self.dist, in_data[0].asnumpy(), params, self.is_log)
+        og = out_grad[0].asnumpy().astype(np.float64)
+        if self.dist == "dirichlet":
+            og = og[..., None]
+        grads = [og * dx]
+        for p, d in zip(params, dps):
+            g = og * d
+            if self.dist == "dirichlet":
+                lead = p.ndim - 1
+                g = g.sum(axis=tuple(range(lead, g.ndim - 1))) if g.ndim - 1 > lead else g
+            else:
+                g = g.sum(axis=tuple(range(p.ndim, g.ndim))) if g.ndim > p.ndim else g
+            grads.append(g.reshape(p.shape))
+        if _PDFS[self.dist][1]:
+            grads[0] = np.zeros_like(grads[0])
+        for r, dst, g in zip(req, in_grad, grads):
+            self.assign(dst, r, _nd.array(g.astype(np.dtype(dst.dtype)), ctx=dst.context,
+                                          dtype=dst.dtype))
+
+
+@_operator.register("_loom_random_pdf")
+class _PdfProp(_operator.CustomOpProp):
+    def __init__(self, dist="normal", is_log="False"):
+        super().__init__(need_top_grad=True)
+        if dist not in _PDFS:
+            raise LoomError("unknown density '%s'" % dist)
+        self.dist = dist
+        self.is_log = str(is_log).lower() in ("true", "1")
+
+    def list_arguments(self):
+        return ["sample"] + list(_PDFS[self.dist][0])
+
+    def infer_shape(self, in_shape):
+        sample = tuple(in_shape[0])
+        out = sample[:-1] if self.dist == "dirichlet" else sample
+        return in_shape, [out], []
+
+    def infer_type(self, in_type):
+        return in_type, [in_type[0]], []
+
+    def create_operator(self, ctx, in_shapes, in_dtypes):
+        return _PdfOp(self.dist, self.is_log)
+
+
+def _pdf_functions(dist):
+    names = ("sample",) + _PDFS[dist][0]
+
+    def collect(args, kwargs, kind):
+        vals = dict(zip(names, args))
+        for n in names:
+            if n in kwargs:
+                vals[n] = kwargs.pop(n)
+        missing = [n for n in names if n not in vals]
+        if missing:
+            raise TypeError("random_pdf_%s: missing %s input(s) %s" %
+                            (dist, kind, ", ".join(missing)))
+        return [vals[n] for n in names]
+
+    def sym_fn(*args, **kwargs):
+        inputs = collect(args, kwargs, "symbol")
+        is_log = bool(kwargs.pop("is_log", False))
+        name = kwargs.pop("name", None)
+        return _sym.Custom(*inputs, op_type="_loom_random_pdf", dist=dist, is_log=is_log,
+                           name=name if name is not None else _auto_name("pdf_" + dist))
+
+    def nd_fn(*args, **kwargs):
+        inputs = collect(args, kwargs, "NDArray")
+        is_log = bool(kwargs.pop("is_log", False))
+        out = kwargs.pop("out", None)
+        dens, _, _ = _pdf_eval(dist, inputs[0].asnumpy(), [a.asnumpy() for a in inputs[1:]],
+                               is_log)
+        res = _nd.array(dens.astype(np.dtype(inputs[0].dtype)), ctx=inputs[0].context,
+                        dtype=inputs[0].dtype)
+        if out is not None:
+            out[:] = res
+            return out
+        return res
+
+    doc = ("Density (is_log: log-density) of `sample` under %s(%s), one parameter set per "
+           "leading index of the sample; differentiable in every input." %
+           (dist, ", ".join(_PDFS[dist][0])))
+    for fn, prefix in ((sym_fn, "random_pdf_"), (nd_fn, "random_pdf_")):
+        fn.__name__ = prefix + dist
+        fn.__doc__ = doc
+    return sym_fn, nd_fn
+
+
+for _dist in _PDFS:
+    _s, _n = _pdf_functions(_dist)
+    for _prefix in ("random_pdf_", "_random_pdf_"):
+        if not hasattr(_sym, _prefix + _dist):
+            setattr(_sym, _prefix + _dist, _s)
+        if not hasattr(_nd, _prefix + _dist):
+            setattr(_nd, _prefix + _dist, _n)
 
 
 # ---------------------------------------------------------------------------------------
