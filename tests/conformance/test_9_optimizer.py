@@ -2,7 +2,8 @@
 and gradients, several update steps of two parameters, every optimizer of 1.9.1's
 mx.optimizer, several option sets, float32 and float64 (where MXNet runs them), float16 with
 multi_precision, the Updater's list form, LR schedules, lr/wd multipliers, begin_num_update;
-then Updater.get_states pickles exchanged both ways.
+then Updater.get_states pickles (with the optimizer and its schedule) exchanged both ways, each
+side continuing from the other's.
 
 The oracle runs RUNNER below (the same code Loom runs) in its own interpreter; it sees only
 NumPy inputs derived from seeds, never Loom."""
@@ -77,6 +78,16 @@ def run_case(mx, case):
     out["num_update"] = np.array([opt.num_update])
     out["learning_rate"] = np.array([opt.learning_rate])
     return out, None
+
+def extra_step(mx, case, upd, last):
+    """One more Updater step from the last weights of `last` (a restored updater)."""
+    case = json.loads(json.dumps(case))
+    dtype = np.dtype(case.get("dtype", "float32"))
+    nw, steps = case.get("nw", 2), case.get("steps", 3)
+    _, gs_np = case_data(case["seed"], tuple(case.get("shape", (3, 4))), dtype, nw, steps)
+    ws = [mx.nd.array(last["s%d_w%d" % (steps - 1, i)], dtype=dtype) for i in range(nw)]
+    upd(list(range(nw)), [mx.nd.array(g, dtype=dtype) for g in gs_np[0]], ws)
+    return {"next_w%d" % i: ws[i].asnumpy() for i in range(nw)}
 '''
 
 ORACLE_MAIN = r'''
@@ -86,14 +97,16 @@ import mxnet as mx
 mode, cases_path, out_dir = sys.argv[1], sys.argv[2], sys.argv[3]
 with open(cases_path) as f:
     cases = json.load(f)
-if mode == "run":
+if mode in ("run", "both"):
     for i, case in enumerate(cases):
         out, upd = run_case(mx, case)
         np.savez(os.path.join(out_dir, "case%d.npz" % i), **out)
         if upd is not None:
             with open(os.path.join(out_dir, "case%d.states" % i), "wb") as f:
-                f.write(upd.get_states())
-else:  # load Loom's pickled states into an MXNet Updater
+                f.write(upd.get_states(dump_optimizer=True))
+            np.savez(os.path.join(out_dir, "case%d_next.npz" % i),
+                     **extra_step(mx, case, upd, out))
+if mode in ("load", "both"):  # Loom's pickled states into an MXNet Updater
     for i, case in enumerate(cases):
         p = os.path.join(out_dir, "loom%d.states" % i)
         if not os.path.exists(p):
@@ -105,6 +118,8 @@ else:  # load Loom's pickled states into an MXNet Updater
         for idx, st in upd.states.items():
             for k, a in enumerate(flat_state(st)):
                 arrs["i%s_%d" % (idx, k)] = a
+        last = dict(np.load(os.path.join(out_dir, "loom%d_last.npz" % i)))
+        arrs.update(extra_step(mx, case, upd, last))
         np.savez(os.path.join(out_dir, "mx_from_loom%d.npz" % i), **arrs)
 '''
 
@@ -186,6 +201,10 @@ case("sgd", {"wd": 0.1, "param_idx2name": [[0, "a_weight"], [1, "b_gamma"]]},
      wd_mult=[["b_gamma", 3.0]])
 case("adam", {"begin_num_update": 3})
 case("sgd", {"momentum": 0.9}, updater=True, nw=2)  # pickle exchange
+case("sgd", {"momentum": 0.9, "learning_rate": 0.1}, updater=True, steps=3,
+     sched={"type": "FactorScheduler", "step": 1, "factor": 0.5})
+case("adam", {"wd": 0.01}, updater=True, steps=3,
+     sched={"type": "MultiFactorScheduler", "step": [1, 3], "factor": 0.5, "base_lr": 0.01})
 PICKLE_CASES = [i for i, c in enumerate(C) if c.get("updater")]
 
 
@@ -194,14 +213,29 @@ def _tol(c):
 
 
 @pytest.fixture(scope="module")
-def oracle_out(oracle, tmp_path_factory):
+def loom_pickles(mx, tmp_path_factory):
+    """(directory, updaters): Loom's Updater pickles of the PICKLE_CASES, for MXNet to load."""
     d = str(tmp_path_factory.mktemp("optimizer"))
+    ns = _loom_runner()
+    upds = {}
+    for idx in PICKLE_CASES:
+        last, upds[idx] = ns["run_case"](mx, C[idx])
+        with open(os.path.join(d, "loom%d.states" % idx), "wb") as f:
+            f.write(upds[idx].get_states(dump_optimizer=True))
+        np.savez(os.path.join(d, "loom%d_last.npz" % idx), **last)
+    return d, upds
+
+
+@pytest.fixture(scope="module")
+def oracle_out(oracle, loom_pickles):
+    """One oracle run: every case, and the loading of Loom's pickles."""
+    d = loom_pickles[0]
     with open(os.path.join(d, "cases.json"), "w") as f:
         json.dump(C, f)
     script = os.path.join(d, "oracle_optimizer.py")
     with open(script, "w") as f:
         f.write("import json\n" + RUNNER + ORACLE_MAIN)
-    r = subprocess.run([oracle.py, script, "run", os.path.join(d, "cases.json"), d],
+    r = subprocess.run([oracle.py, script, "both", os.path.join(d, "cases.json"), d],
                        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=""))
     if r.returncode != 0:
         pytest.fail("oracle optimizer run failed:\n%s%s" % (r.stdout, r.stderr[-4000:]),
@@ -231,7 +265,7 @@ def test_optimizer_matches_mxnet(mx, oracle_out, idx):
 
 
 @pytest.mark.parametrize("idx", PICKLE_CASES)
-def test_states_pickles_exchange_with_mxnet(mx, oracle, oracle_out, idx):
+def test_states_pickles_exchange_with_mxnet(mx, oracle_out, loom_pickles, idx):
     c = C[idx]
     ns = _loom_runner()
     # MXNet's pickle -> Loom
@@ -244,16 +278,15 @@ def test_states_pickles_exchange_with_mxnet(mx, oracle, oracle_out, idx):
         got = ns["flat_state"](upd.states[i])
         for k, a in enumerate(got):
             np.testing.assert_array_equal(a, want["s%d_st%d_%d" % (last, i, k)])
-    # Loom's pickle -> MXNet
-    _, loom_upd = ns["run_case"](mx, c)
-    with open(os.path.join(oracle_out, "loom%d.states" % idx), "wb") as f:
-        f.write(loom_upd.get_states())
-    script = os.path.join(oracle_out, "oracle_optimizer.py")
-    r = subprocess.run([oracle.py, script, "load", os.path.join(oracle_out, "cases.json"),
-                        oracle_out], capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=""))
-    assert r.returncode == 0, r.stderr[-4000:]
+    # the restored optimizer (dump_optimizer=True: counts, schedule) continues as MXNet's
+    nxt = ns["extra_step"](mx, c, upd, want)
+    want_next = dict(np.load(os.path.join(oracle_out, "case%d_next.npz" % idx)))
+    for k in want_next:
+        np.testing.assert_allclose(nxt[k], want_next[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    # Loom's pickle -> MXNet: the same states, and MXNet continues as Loom's would
     back = dict(np.load(os.path.join(oracle_out, "mx_from_loom%d.npz" % idx)))
     for i in range(c.get("nw", 2)):
-        for k, a in enumerate(ns["flat_state"](loom_upd.states[i])):
+        for k, a in enumerate(ns["flat_state"](loom_pickles[1][idx].states[i])):
             np.testing.assert_array_equal(back["i%d_%d" % (i, k)], a)
+    for k in want_next:
+        np.testing.assert_allclose(back[k], want_next[k], rtol=1e-5, atol=1e-6, err_msg=k)

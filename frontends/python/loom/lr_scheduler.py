@@ -69,14 +69,24 @@ class FactorScheduler(LRScheduler):
         if factor > 1.0:
             raise ValueError("Factor must be no more than 1 to make lr reduce")
         self.step, self.factor, self.stop_factor_lr = int(step), factor, stop_factor_lr
+        # MXNet's bookkeeping: base_lr is the rate after `count` updates. Loom never advances
+        # it (the rate is a function of num_update); a scheduler unpickled from MXNet may.
+        self.count = 0
 
     def _own_spec(self):
-        return {"step": self.step, "factor": float(self.factor),
-                "stop_factor_lr": float(self.stop_factor_lr)}
+        base = self.base_lr
+        count = getattr(self, "count", 0)
+        if count and self.factor > 0 and base > self.stop_factor_lr:
+            base = base / self.factor ** (count // self.step)  # the rate before any decay
+        d = {"step": self.step, "factor": float(self.factor),
+             "stop_factor_lr": float(self.stop_factor_lr)}
+        if base != self.base_lr:
+            d["base_lr"] = float(base)
+        return d
 
     def _after_warmup(self, num_update):
         lr = self.base_lr
-        for _ in range(max(0, (num_update - 1) // self.step) if num_update > self.step else 0):
+        for _ in range(max(0, (num_update - getattr(self, "count", 0) - 1) // self.step)):
             lr *= self.factor
             if lr < self.stop_factor_lr:
                 return self.stop_factor_lr
@@ -101,13 +111,20 @@ class MultiFactorScheduler(LRScheduler):
         if factor > 1.0:
             raise ValueError("Factor must be no more than 1 to make lr reduce")
         self.step, self.factor = [int(s) for s in step], factor
+        # MXNet's bookkeeping: base_lr is the rate after the first cur_step_ind steps (Loom
+        # never advances them; a scheduler unpickled from MXNet may have).
+        self.cur_step_ind, self.count = 0, 0
 
     def _own_spec(self):
-        return {"steps": self.step, "factor": float(self.factor)}
+        ind = getattr(self, "cur_step_ind", 0)
+        d = {"steps": self.step, "factor": float(self.factor)}
+        if ind and self.factor > 0:
+            d["base_lr"] = float(self.base_lr / self.factor ** ind)
+        return d
 
     def _after_warmup(self, num_update):
         lr = self.base_lr
-        for s in self.step:
+        for s in self.step[getattr(self, "cur_step_ind", 0):]:
             if num_update > s:
                 lr *= self.factor
         return lr
