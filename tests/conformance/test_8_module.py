@@ -177,6 +177,29 @@ def _run(mx, case, cap):
             mod.update_metric(metric, b.label)
             snap(mod, out, "step%d" % i)
         out["acc"] = np.array(metric.get()[1])
+    elif kind == "sequential":
+        d = mx.sym.Variable("data")
+        net1 = mx.sym.FullyConnected(d, num_hidden=6, name="fc1")
+        d2 = mx.sym.Variable("hidden")
+        act = mx.sym.Activation(d2, act_type="tanh", name="act")
+        net2 = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(act, num_hidden=3, name="fc2"),
+                                    name="softmax")
+        seq = mx.mod.SequentialModule()
+        seq.add(mx.mod.Module(net1, label_names=None))
+        seq.add(mx.mod.Module(net2, data_names=["hidden"]), take_labels=True, auto_wiring=True)
+        train = mx.io.NDArrayIter(x, y, batch_size=bs)
+        seq.bind(train.provide_data, train.provide_label, inputs_need_grad=True)
+        seq.init_params(arg_params=params)
+        seq.init_optimizer(optimizer=case["opt"], optimizer_params=make_opt(mx, case["params"]))
+        metric = mx.metric.create("acc")
+        for i, batch in enumerate(train):
+            seq.forward_backward(batch)
+            out["out%d" % i] = seq.get_outputs()[0].asnumpy()
+            out["dgrad%d" % i] = seq._modules[0].get_input_grads()[0].asnumpy()
+            seq.update()
+            seq.update_metric(metric, batch.label)
+            snap(seq, out, "step%d" % i)
+        out["acc"] = np.array(metric.get()[1])
     elif kind == "feedforward":
         import warnings
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -253,6 +276,7 @@ case("steps", "sgd", {"learning_rate": 0.1, "momentum": 0.9}, new_lr=0.01)
 # (their float32 arithmetic is loom.optimizer's imperative code: rtol 1e-4)
 case("steps", "adagrad", {"learning_rate": 0.1, "wd": 0.01}, resume=True, rtol=1e-4)
 case("steps", "ftrl", {"learning_rate": 0.1, "lamda1": 0.01}, rtol=1e-4)
+case("sequential", "adam", {"learning_rate": 0.01, "wd": 0.01})
 case("bucketing", "sgd", {"learning_rate": 0.3, "momentum": 0.5, "wd": 0.01})
 case("feedforward", None, {"learning_rate": 0.2, "momentum": 0.9, "wd": 0.001})
 

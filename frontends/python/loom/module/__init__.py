@@ -2,7 +2,8 @@
 from .base_module import BaseModule, ModuleError
 from .module import Module
 from .bucketing_module import BucketingModule
+from .sequential_module import SequentialModule
 from .executor_group import DataParallelExecutorGroup
 
-__all__ = ["BaseModule", "Module", "BucketingModule", "ModuleError",
+__all__ = ["BaseModule", "Module", "BucketingModule", "SequentialModule", "ModuleError",
            "DataParallelExecutorGroup"]
