@@ -113,7 +113,7 @@ def test_forward_reshapes_for_other_batch_sizes(mx):
 def test_misuse_raises_clear_errors(mx):
     from loom.module import ModuleError
     net = _linreg(mx)
-    with pytest.raises(ValueError, match="'nodata'"):
+    with pytest.raises(mx.LoomError, match="'nodata'"):  # also a ValueError, as in MXNet
         mx.mod.Module(net, data_names=["nodata"])
     mod = mx.mod.Module(net, label_names=["lro_label"])
     with pytest.raises(ModuleError, match="not bound"):
@@ -358,3 +358,63 @@ def test_kvstore_multiprocess_types_not_available(mx, name):
         mx.kv.create(name)
     with pytest.raises(mx.LoomError, match="NCCL"):
         mx.kv.create("nccl")
+
+
+def test_bucketing_fit_save_load(mx, tmp_path):
+    rs = np.random.RandomState(7)
+
+    def sym_gen(seq_len):
+        data = mx.sym.Variable("data")
+        emb = mx.sym.Embedding(data, input_dim=9, output_dim=4, name="embed")
+        fc = mx.sym.FullyConnected(mx.sym.mean(emb, axis=1), num_hidden=3, name="fc")
+        return mx.sym.SoftmaxOutput(fc, name="softmax"), ("data",), ("softmax_label",)
+
+    class BucketIter(mx.io.DataIter):
+        """Batches of 4 sequences, lengths cycling through the buckets."""
+
+        def __init__(self):
+            super().__init__(4)
+            self.default_bucket_key = 6
+            self.provide_data = [mx.io.DataDesc("data", (4, 6))]
+            self.provide_label = [mx.io.DataDesc("softmax_label", (4,))]
+            self.batches = []
+            for n in (6, 3, 6, 2):
+                self.batches.append(mx.io.DataBatch(
+                    [mx.nd.array(rs.randint(0, 9, (4, n)))],
+                    [mx.nd.array(rs.randint(0, 3, (4,)))], pad=0, bucket_key=n,
+                    provide_data=[mx.io.DataDesc("data", (4, n))],
+                    provide_label=[mx.io.DataDesc("softmax_label", (4,))]))
+            self.i = 0
+
+        def reset(self):
+            self.i = 0
+
+        def next(self):
+            if self.i == len(self.batches):
+                raise StopIteration
+            self.i += 1
+            return self.batches[self.i - 1]
+
+    it = BucketIter()
+    mod = mx.mod.BucketingModule(sym_gen, default_bucket_key=6)
+    mod.fit(it, num_epoch=2, optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
+            initializer=mx.init.Xavier())
+    assert sorted(mod._buckets) == [2, 3, 6]
+    prefix = str(tmp_path / "b")
+    mod.save_checkpoint(prefix, 2)
+    mod2 = mx.mod.BucketingModule.load(prefix, 2, sym_gen=sym_gen, default_bucket_key=6)
+    mod2.bind(it.provide_data, it.provide_label, for_training=False)
+    for k, v in mod.get_params()[0].items():
+        np.testing.assert_array_equal(mod2.get_params()[0][k].asnumpy(), v.asnumpy())
+    it.reset()
+    for b in it:
+        mod.forward(b, is_train=False)
+        mod2.forward(b, is_train=False)
+        np.testing.assert_array_equal(mod.get_outputs()[0].asnumpy(),
+                                      mod2.get_outputs()[0].asnumpy())
+    # the loaded module trains on (its default bucket's optimizer shared by all buckets)
+    mod3 = mx.mod.BucketingModule.load(prefix, 2, sym_gen=sym_gen, default_bucket_key=6)
+    it.reset()  # fit starts from where the iterator is, as MXNet's
+    mod3.fit(it, num_epoch=1, optimizer_params={"learning_rate": 0.1})
+    assert not np.array_equal(mod3.get_params()[0]["fc_weight"].asnumpy(),
+                              mod.get_params()[0]["fc_weight"].asnumpy())

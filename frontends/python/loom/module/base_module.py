@@ -19,6 +19,11 @@ class ModuleError(LoomError, AssertionError):
     AssertionError, which is what MXNet's modules raise for these."""
 
 
+class ModuleNameError(LoomError, ValueError):
+    """A name given to a module that its symbol lacks, or input descriptions that do not
+    match data_names (a ValueError, as in MXNet)."""
+
+
 def _as_list(obj):
     return obj if isinstance(obj, list) else [obj]
 
@@ -51,7 +56,7 @@ def _check_names(expected, descs, kind, throw):
         msg = ("%s_shapes name %s but the module's %s_names are %s"
                % (kind, actual, kind, list(expected)))
         if throw:
-            raise ModuleError(msg)
+            raise ModuleNameError(msg)
         warnings.warn(msg)
 
 
@@ -75,7 +80,7 @@ def _check_input_names(symbol, names, typename, throw):
         msg = ("Module(..., %s_names=%s): '%s' is not an argument of the symbol. Inputs it "
                "has: %s" % (typename, list(names), name, ", ".join(candidates)))
         if throw:
-            raise ValueError(msg)
+            raise ModuleNameError(msg)
         warnings.warn(msg)
 
 
