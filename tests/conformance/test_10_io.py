@@ -18,7 +18,19 @@ import pytest
 
 cv2 = pytest.importorskip("cv2")
 
-ORACLE_SCRIPT = r'''
+NDITER_SRC = r'''
+def NDITER_CASES(mx):
+    import numpy as np
+    return {
+        "np_f64_i32": (np.arange(20.0).reshape(10, 2), np.arange(10, dtype=np.int32)),
+        "nd_uint8": (mx.nd.array(np.arange(20).reshape(10, 2), dtype="uint8"), None),
+        "dict": ({"b": np.ones((10, 2, 2)), "a": mx.nd.ones((10, 3))},
+                 {"lab": mx.nd.ones((10,))}),
+    }
+'''
+exec(NDITER_SRC)
+
+ORACLE_SCRIPT = NDITER_SRC + r'''
 import json, sys, os, struct
 import numpy as np
 import mxnet as mx
@@ -61,6 +73,12 @@ for name, kw in cfg["csv"]:
 for name, kw in cfg["mnist"]:
     kw = {k: (os.path.join(d, v) if k in ("image", "label") else v) for k, v in kw.items()}
     run(name, lambda: mx.io.MNISTIter(**kw), 2)
+# NDArrayIter: dtypes of batches and provide_data/provide_label (their repr)
+for name, (data, label) in NDITER_CASES(mx).items():
+    it = mx.io.NDArrayIter(data, label, batch_size=3, last_batch_handle="roll_over")
+    b = it.next()
+    out["nditer_" + name] = np.array(repr([it.provide_data, it.provide_label,
+                                           [x.dtype for x in b.data + b.label]]))
 np.savez(os.path.join(d, "oracle.npz"), **out)
 print("ORACLE OK")
 '''
@@ -206,7 +224,13 @@ def test_io_against_mxnet(oracle, mx, tmp_path):
     assert list(mean_mx) == list(mean_loom) == ["mean_img"]
     assert np.array_equal(mean_mx["mean_img"].asnumpy(), mean_loom["mean_img"].asnumpy())
 
-    want_keys = {k for k in ref.files if not k.startswith("rec_") and k != "keys"}
+    for name, (data, label) in NDITER_CASES(mx).items():
+        it = mx.io.NDArrayIter(data, label, batch_size=3, last_batch_handle="roll_over")
+        b = it.next()
+        assert str(ref["nditer_" + name]) == repr([it.provide_data, it.provide_label,
+                                                   [x.dtype for x in b.data + b.label]])
+
+    want_keys = {k for k in ref.files if not k.startswith(("rec_", "nditer_")) and k != "keys"}
     assert want_keys == set(got), (sorted(want_keys ^ set(got)))[:10]
     assert len(want_keys) > 250  # every batch of every configuration is compared
     bad = []

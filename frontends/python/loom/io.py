@@ -123,9 +123,11 @@ class DataIter(object):
 
 
 def _to_numpy(v):
+    """NDArrays keep their dtype; anything else becomes float32, as mx.nd.array makes it
+    in MXNet's NDArrayIter."""
     if hasattr(v, "asnumpy"):
         return v.asnumpy()
-    return np.asarray(v)
+    return np.asarray(v, dtype=np.float32)
 
 
 def _init_data(data, allow_empty, default_name):
@@ -194,12 +196,12 @@ class NDArrayIter(DataIter):
 
     @property
     def provide_data(self):
-        return [DataDesc(k, tuple([self.batch_size] + list(v.shape[1:])), v.dtype)
+        return [DataDesc(k, tuple([self.batch_size] + list(v.shape[1:])), v.dtype.type)
                 for k, v in self.data]
 
     @property
     def provide_label(self):
-        return [DataDesc(k, tuple([self.batch_size] + list(v.shape[1:])), v.dtype)
+        return [DataDesc(k, tuple([self.batch_size] + list(v.shape[1:])), v.dtype.type)
                 for k, v in self.label]
 
     def hard_reset(self):
@@ -254,7 +256,7 @@ class NDArrayIter(DataIter):
 
     def _take(self, source, idx):
         nd = _nd()
-        return [nd.array(np.ascontiguousarray(v[idx])) for _, v in source]
+        return [nd.array(np.ascontiguousarray(v[idx]), dtype=v.dtype) for _, v in source]
 
     def _index(self, idx):
         return np.asarray(idx)
@@ -543,9 +545,9 @@ class _FileIter(DataIter):
         # as MXNet: the first batch is made up front, so bad inputs fail at construction
         self.first_batch = self.next()
         self.provide_data = [DataDesc(self.data_name, self._current[0].shape,
-                                      self._current[0].dtype)]
+                                      self._current[0].dtype.type)]
         self.provide_label = [DataDesc(self.label_name, self._current[1].shape,
-                                       self._current[1].dtype)]
+                                       self._current[1].dtype.type)]
 
     def reset(self):
         self._stop()
