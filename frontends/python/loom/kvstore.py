@@ -245,30 +245,14 @@ class KVStore(object):
         raise KVStoreError("a local kvstore has no servers")
 
 
-class _OptimizerUpdater(object):
-    """MXNet's updater protocol for optimizers with a Python update(i, w, g, state)."""
-
-    def __init__(self, optimizer):
-        self.optimizer = optimizer
-        self.states = {}
-
-    def __call__(self, index, grad, weight):
-        if index not in self.states:
-            self.states[index] = self.optimizer.create_state(index, weight)
-        self.optimizer.update(index, weight, grad, self.states[index])
-
-    def get_states(self, dump_optimizer=False):
-        from .module._update import _PyUpdater
-        u = _PyUpdater.__new__(_PyUpdater)
-        u.optimizer, u.states = self.optimizer, self.states
-        return u.get_states(dump_optimizer)
-
-    def set_states(self, blob):
-        from .module._update import _PyUpdater
-        u = _PyUpdater.__new__(_PyUpdater)
-        u.optimizer = self.optimizer
-        u.set_states(blob)
-        self.states, self.optimizer = u.states, u.optimizer
+def _OptimizerUpdater(optimizer):
+    """MXNet's opt.get_updater(optimizer) (loom.optimizer's Updater when present)."""
+    from . import optimizer as optmod
+    make = getattr(optmod, "get_updater", None)
+    if make is not None:
+        return make(optimizer)
+    from .module._update import _MiniUpdater
+    return _MiniUpdater(optimizer)
 
 
 def _check_dense(v, what, key):

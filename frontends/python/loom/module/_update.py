@@ -171,8 +171,8 @@ class _GraphUpdater(object):
         except Exception:  # noqa: BLE001
             data = None
         if not isinstance(data, dict) or _MAGIC not in data:
-            raise LoomError("optimizer states: not a file written by a Loom Module with an "
-                            "in-graph optimizer (%s)" % type(self.optimizer).__name__)
+            self._set_mxnet_states(blob)
+            return
         for k, v in data.items():
             if k == _MAGIC or (k in self.aux and k not in self._opt_states):
                 continue
@@ -189,8 +189,41 @@ class _GraphUpdater(object):
             raise LoomError("optimizer states: the file lacks %s" % sorted(missing))
 
 
+    def _set_mxnet_states(self, blob):
+        """States pickled by MXNet's Updater.get_states (index -> NDArray or tuple, in
+        MXNet's order: mom; mean, var; n, g, delta), read through loom.optimizer's Updater
+        and copied into the graph's state arrays."""
+        from .. import optimizer as optmod
+        try:
+            upd = optmod.get_updater(self.optimizer)
+            upd.set_states(blob)
+            states = upd.states
+        except Exception as e:  # noqa: BLE001
+            raise LoomError("optimizer states: neither a Loom Module's states file nor an MXNet "
+                            "Updater pickle for %s (%s)" % (type(self.optimizer).__name__, e))
+        idx2name = {i: n for n, i in self._name2idx.items()}
+        for idx, st in states.items():
+            n = idx2name.get(idx)
+            if n is None or n not in self._by_param:
+                raise LoomError("optimizer states: index %r is not a parameter of this module "
+                                "(indices: %s)" % (idx, sorted(idx2name)))
+            arrs = [] if st is None else list(st) if isinstance(st, (list, tuple)) else [st]
+            dst = self._by_param[n]
+            if len(arrs) != len(dst):
+                raise LoomError("optimizer states: parameter '%s' has %d state arrays in the "
+                                "file, %s needs %d" % (n, len(arrs), type(self.optimizer).__name__,
+                                                       len(dst)))
+            for k, a in zip(dst, arrs):
+                a = a.asnumpy() if hasattr(a, "asnumpy") else np.asarray(a)
+                if tuple(a.shape) != tuple(self.aux[k].shape):
+                    raise LoomError("optimizer states: '%s' has shape %s, the module's is %s"
+                                    % (k, tuple(a.shape), tuple(self.aux[k].shape)))
+                self.aux[k][:] = a.astype(self.aux[k].dtype)
+
+
 class _PyUpdater(object):
-    """MXNet's imperative updater protocol over index -> (weight, grad)."""
+    """MXNet's imperative updater protocol over index -> (weight, grad): loom.optimizer's
+    Updater (its states pickle as MXNet's do) when there is one, else a minimal one."""
 
     def __init__(self, optimizer, weights, grads, name2idx):
         if not hasattr(optimizer, "update") or not hasattr(optimizer, "create_state"):
@@ -199,18 +232,37 @@ class _PyUpdater(object):
         self.optimizer = optimizer
         self.items = [(name2idx[n], weights[n], grads[n]) for n in weights
                       if grads.get(n) is not None and n in name2idx]
-        self.states = {}
-        self.states_synced = {}
+        from .. import optimizer as optmod
+        make = getattr(optmod, "get_updater", None)
+        self._upd = make(optimizer) if make is not None else _MiniUpdater(optimizer)
+
+    @property
+    def states(self):
+        return self._upd.states
 
     def __call__(self):
-        opt = self.optimizer
         for i, w, g in self.items:
-            if i not in self.states:
-                fn = getattr(opt, "create_state_multi_precision", None) or opt.create_state
-                self.states[i] = fn(i, w)
-                self.states_synced[i] = True
-            upd = getattr(opt, "update_multi_precision", None) or opt.update
-            upd(i, w, g, self.states[i])
+            self._upd(i, g, w)
+
+    def get_states(self, dump_optimizer=False):
+        return self._upd.get_states(dump_optimizer)
+
+    def set_states(self, blob):
+        self._upd.set_states(blob)
+        self.optimizer = getattr(self._upd, "optimizer", self.optimizer)
+
+
+class _MiniUpdater(object):
+    """updater(index, grad, weight) with create_state / update, states pickled as NumPy."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+        self.states = {}
+
+    def __call__(self, index, grad, weight):
+        if index not in self.states:
+            self.states[index] = self.optimizer.create_state(index, weight)
+        self.optimizer.update(index, weight, grad, self.states[index])
 
     def get_states(self, dump_optimizer=False):
         def conv(s):
@@ -234,5 +286,3 @@ class _PyUpdater(object):
                 return type(s)(conv(x) for x in s)
             return s
         self.states = {k: conv(v) for k, v in data.items()}
-        self.states_synced = dict.fromkeys(self.states, False)
-
