@@ -61,10 +61,16 @@ def test_indexed_recordio_random_access_and_pickle(tmp_path):
     assert r.keys == list(range(30))
     for k in reversed(range(30)):
         assert r.read_idx(k) == data[k]
-    r2 = pickle.loads(pickle.dumps(r))
-    assert r2.read_idx(7) == data[7]
-    r.close()
+    r2 = pickle.loads(pickle.dumps(r))  # closes r, as MXNet
+    assert r2.read_idx(7) == data[7] and not r.is_open
     r2.close()
+    w = mx.recordio.MXRecordIO(str(tmp_path / "c.rec"), "w")
+    w.write(b"kept")
+    w2 = pickle.loads(pickle.dumps(w))  # a writer's copy starts the file over
+    w2.write(b"new")
+    w2.close()
+    rd = mx.recordio.MXRecordIO(str(tmp_path / "c.rec"), "r")
+    assert rd.read() == b"new" and rd.read() is None
 
 
 def test_pack_unpack_labels():

@@ -137,14 +137,14 @@ class MXRecordIO(object):
             pass
 
     def __getstate__(self):
-        """Pickles the path and mode only (a reader reopens at the start)."""
+        """Pickles the path and mode only. As in MXNet, pickling closes this object (a
+        writer is flushed; reopening it would truncate the file) and the copy is opened
+        afresh (a reader at the start)."""
         is_open = self.is_open
         self.close()
         d = dict(self.__dict__)
         d["is_open"] = is_open
         d["handle"] = None
-        if is_open:
-            self.open()
         return d
 
     def __setstate__(self, d):
