@@ -19,6 +19,8 @@ CustomOpError = _loom.CustomOpError
 #: A bind whose arrays exceed the memory there is; also a MemoryError.
 OutOfMemoryError = _loom.OutOfMemoryError
 
+#: MXNet's default real type.
+mx_real_t = np.float32
 string_types = (str,)
 numeric_types = (float, int, np.generic)
 integer_types = (int, np.integer)

@@ -267,7 +267,11 @@ class Constant(Initializer):
     """Fills with ``value`` (a scalar, or an array-like broadcast to the shape)."""
 
     def __init__(self, value):
-        super(Constant, self).__init__(value=value)
+        # an array value (NDArray or NumPy) is kept as nested lists in the JSON form
+        shown = value
+        if not np.isscalar(value):
+            shown = (value.asnumpy() if hasattr(value, "asnumpy") else np.asarray(value)).tolist()
+        super(Constant, self).__init__(value=shown)
         self.value = value
 
     def _init_weight(self, _, arr):

@@ -12,7 +12,7 @@ import numpy as np
 
 __all__ = ["EvalMetric", "CompositeEvalMetric", "Accuracy", "TopKAccuracy", "F1",
            "Perplexity", "MAE", "MSE", "RMSE", "CrossEntropy", "NegativeLogLikelihood",
-           "PearsonCorrelation", "Loss", "CustomMetric", "np", "create", "register", "alias",
+           "PearsonCorrelation", "MCC", "PCC", "Loss", "CustomMetric", "np", "create", "register", "alias",
            "check_label_shapes"]
 
 _np = np  # `np` below is MXNet's metric.np factory; keep NumPy reachable
@@ -281,12 +281,22 @@ class TopKAccuracy(EvalMetric):
 
 
 class _BinaryClassificationMetrics(object):
+    """Confusion counts of a binary classifier, since the last local reset (true_positives,
+    ...) and since the last full reset (global_true_positives, ...)."""
+
+    _FIELDS = ("true_positives", "false_positives", "false_negatives", "true_negatives")
+
     def __init__(self):
         self.reset_stats()
 
+    def local_reset_stats(self):
+        for f in self._FIELDS:
+            setattr(self, f, 0)
+
     def reset_stats(self):
-        self.true_positives = self.false_negatives = 0
-        self.false_positives = self.true_negatives = 0
+        self.local_reset_stats()
+        for f in self._FIELDS:
+            setattr(self, "global_" + f, 0)
 
     def update_binary_stats(self, label, pred):
         pred = _asnumpy(pred)
@@ -297,58 +307,195 @@ class _BinaryClassificationMetrics(object):
             raise ValueError("%s currently only supports binary classification."
                              % self.__class__.__name__)
         pred_true = (pred_label == 1)
-        pred_false = 1 - pred_true
         label_true = (label == 1)
-        label_false = 1 - label_true
-        self.true_positives += int((pred_true * label_true).sum())
-        self.false_positives += int((pred_true * label_false).sum())
-        self.false_negatives += int((pred_false * label_true).sum())
-        self.true_negatives += int((pred_false * label_false).sum())
+        counts = (int((pred_true & label_true).sum()), int((pred_true & ~label_true).sum()),
+                  int((~pred_true & label_true).sum()), int((~pred_true & ~label_true).sum()))
+        for f, c in zip(self._FIELDS, counts):
+            setattr(self, f, getattr(self, f) + c)
+            setattr(self, "global_" + f, getattr(self, "global_" + f) + c)
+
+    def _counts(self, use_global):
+        pre = "global_" if use_global else ""
+        return [getattr(self, pre + f) for f in self._FIELDS]
+
+    def _fscore(self, use_global):
+        tp, fp, fn, _ = self._counts(use_global)
+        precision = float(tp) / (tp + fp) if tp + fp > 0 else 0.0
+        recall = float(tp) / (tp + fn) if tp + fn > 0 else 0.0
+        if precision + recall > 0:
+            return 2 * precision * recall / (precision + recall)
+        return 0.0
 
     @property
     def precision(self):
-        d = self.true_positives + self.false_positives
-        return float(self.true_positives) / d if d > 0 else 0.0
+        tp, fp, _, _ = self._counts(False)
+        return float(tp) / (tp + fp) if tp + fp > 0 else 0.0
 
     @property
     def recall(self):
-        d = self.true_positives + self.false_negatives
-        return float(self.true_positives) / d if d > 0 else 0.0
+        tp, _, fn, _ = self._counts(False)
+        return float(tp) / (tp + fn) if tp + fn > 0 else 0.0
 
     @property
     def fscore(self):
-        if self.precision + self.recall > 0:
-            return 2 * self.precision * self.recall / (self.precision + self.recall)
-        return 0.0
+        return self._fscore(False)
+
+    @property
+    def global_fscore(self):
+        return self._fscore(True)
+
+    def matthewscc(self, use_global=False):
+        """(TP*TN - FP*FN) / sqrt of the product of the nonzero marginal sums; 0 without
+        examples."""
+        tp, fp, fn, tn = [float(c) for c in self._counts(use_global)]
+        if tp + fp + fn + tn == 0:
+            return 0.0
+        denom = 1.0
+        for t in (tp + fp, tp + fn, tn + fp, tn + fn):
+            if t != 0:
+                denom *= t
+        return (tp * tn - fp * fn) / math.sqrt(denom)
+
+    @property
+    def total_examples(self):
+        return sum(self._counts(False))
+
+    @property
+    def global_total_examples(self):
+        return sum(self._counts(True))
 
 
-@register
-class F1(EvalMetric):
-    """Binary F1 score; ``average='macro'`` averages per-batch scores, 'micro' pools
-    counts."""
+class _BinaryMetric(EvalMetric):
+    """F1 / MCC: 'macro' averages the per-update scores, 'micro' scores the pooled counts."""
 
-    def __init__(self, name="f1", output_names=None, label_names=None, average="macro"):
+    def __init__(self, name, output_names, label_names, average):
         self.average = average
         self.metrics = _BinaryClassificationMetrics()
-        super(F1, self).__init__(name=name, output_names=output_names,
-                                 label_names=label_names, has_global_stats=True)
+        super(_BinaryMetric, self).__init__(name=name, output_names=output_names,
+                                            label_names=label_names, has_global_stats=True)
+
+    def _score(self, use_global):
+        raise NotImplementedError()
 
     def update(self, labels, preds):
         labels, preds = check_label_shapes(labels, preds, True)
         for label, pred in zip(labels, preds):
             self.metrics.update_binary_stats(label, pred)
         if self.average == "macro":
-            self._add(self.metrics.fscore, 1)
+            self.sum_metric += self._score(False)
+            self.global_sum_metric += self._score(True)
+            self.num_inst += 1
+            self.global_num_inst += 1
             self.metrics.reset_stats()
         else:
-            total = (self.metrics.true_positives + self.metrics.false_positives +
-                     self.metrics.false_negatives + self.metrics.true_negatives)
-            self.sum_metric = self.global_sum_metric = self.metrics.fscore * total
-            self.num_inst = self.global_num_inst = total
+            self.num_inst = self.metrics.total_examples
+            self.global_num_inst = self.metrics.global_total_examples
+            self.sum_metric = self._score(False) * self.num_inst
+            self.global_sum_metric = self._score(True) * self.global_num_inst
 
     def reset(self):
-        super(F1, self).reset()
+        super(_BinaryMetric, self).reset()
         self.metrics.reset_stats()
+
+    def reset_local(self):
+        super(_BinaryMetric, self).reset_local()
+        self.metrics.local_reset_stats()
+
+
+@register
+class F1(_BinaryMetric):
+    """Binary F1 score; ``average='macro'`` averages per-update scores, 'micro' pools
+    counts."""
+
+    def __init__(self, name="f1", output_names=None, label_names=None, average="macro"):
+        super(F1, self).__init__(name, output_names, label_names, average)
+
+    def _score(self, use_global):
+        return self.metrics._fscore(use_global)
+
+
+@register
+class MCC(_BinaryMetric):
+    """Matthews correlation coefficient of a binary classifier (zero terms of the
+    denominator count as 1); ``average`` as for F1."""
+
+    def __init__(self, name="mcc", output_names=None, label_names=None, average="macro"):
+        super(MCC, self).__init__(name, output_names, label_names, average)
+
+    def _score(self, use_global):
+        return self.metrics.matthewscc(use_global)
+
+
+@register
+class PCC(EvalMetric):
+    """Multiclass Matthews/Pearson correlation from the confusion matrix accumulated over
+    all updates (equals MCC for two classes); predictions are class scores (argmax over
+    axis 1) or class indices of the label's shape."""
+
+    def __init__(self, name="pcc", output_names=None, label_names=None,
+                 has_global_stats=True):
+        self.k = 2
+        super(PCC, self).__init__(name, output_names=output_names, label_names=label_names,
+                                  has_global_stats=has_global_stats)
+
+    @staticmethod
+    def _calc(cm):
+        n = cm.sum()
+        rows, cols = cm.sum(axis=1), cm.sum(axis=0)
+        cov_xx = _np.sum(rows * (n - rows))
+        cov_yy = _np.sum(cols * (n - cols))
+        if cov_xx == 0 or cov_yy == 0:
+            return float("nan")
+        cov_xy = _np.sum(cm.diagonal() * n - rows * cols)
+        return float(cov_xy / (cov_xx * cov_yy) ** 0.5)
+
+    def _grow(self, k):
+        if k > self.k:
+            pad = ((0, k - self.k), (0, k - self.k))
+            self.lcm = _np.pad(self.lcm, pad)
+            self.gcm = _np.pad(self.gcm, pad)
+            self.k = k
+
+    def update(self, labels, preds):
+        labels, preds = check_label_shapes(labels, preds, True)
+        for label, pred in zip(labels, preds):
+            label = _asnumpy(label).astype("int64").ravel()
+            pred = _asnumpy(pred)
+            if pred.shape != _asnumpy(label).shape and pred.ndim > 1:
+                pred = pred.argmax(axis=1)
+            pred = pred.astype("int64").ravel()
+            self._grow(int(max(pred.max(initial=0), label.max(initial=0))) + 1)
+            batch = _np.zeros((self.k, self.k))
+            _np.add.at(batch, (pred, label), 1)
+            self.lcm += batch
+            self.gcm += batch
+        self.num_inst += 1
+        self.global_num_inst += 1
+
+    @property
+    def sum_metric(self):
+        return self._calc(self.lcm) * self.num_inst
+
+    @sum_metric.setter
+    def sum_metric(self, value):
+        pass
+
+    @property
+    def global_sum_metric(self):
+        return self._calc(self.gcm) * self.global_num_inst
+
+    @global_sum_metric.setter
+    def global_sum_metric(self, value):
+        pass
+
+    def reset(self):
+        self.global_num_inst = 0
+        self.gcm = _np.zeros((self.k, self.k))
+        self.reset_local()
+
+    def reset_local(self):
+        self.num_inst = 0
+        self.lcm = _np.zeros((self.k, self.k))
 
 
 @register
@@ -498,12 +645,22 @@ class NegativeLogLikelihood(EvalMetric):
 @register
 @alias("pearsonr")
 class PearsonCorrelation(EvalMetric):
-    """Pearson correlation of flattened labels and predictions, averaged over batches."""
+    """Pearson correlation of flattened labels and predictions: ``average='macro'``
+    averages the per-array correlations, 'micro' is the correlation of everything seen
+    since the last reset."""
 
-    def __init__(self, name="pearsonr", output_names=None, label_names=None):
+    def __init__(self, name="pearsonr", output_names=None, label_names=None,
+                 average="macro"):
+        self.average = average
         super(PearsonCorrelation, self).__init__(name, output_names=output_names,
                                                  label_names=label_names,
                                                  has_global_stats=True)
+
+    def reset(self):
+        super(PearsonCorrelation, self).reset()
+        # running sums for 'micro': n, sum x, sum y, and the centred co-moments
+        self._n, self._mean_l, self._mean_p = 0, 0.0, 0.0
+        self._m2_l, self._m2_p, self._cov = 0.0, 0.0, 0.0
 
     def update(self, labels, preds):
         labels, preds = check_label_shapes(labels, preds, True)
@@ -511,7 +668,32 @@ class PearsonCorrelation(EvalMetric):
             label = _asnumpy(label)
             pred = _asnumpy(pred)
             check_label_shapes(label, pred, False, True)
-            self._add(float(_np.corrcoef(pred.ravel(), label.ravel())[0, 1]), 1)
+            label = label.ravel().astype(_np.float64)
+            pred = pred.ravel().astype(_np.float64)
+            if self.average == "macro":
+                self._add(float(_np.corrcoef(pred, label)[0, 1]), 1)
+                continue
+            # merge this batch's moments into the running ones (Chan et al.)
+            nb = label.size
+            mb_l, mb_p = label.mean(), pred.mean()
+            dl, dp = label - mb_l, pred - mb_p
+            n = self._n + nb
+            d_l, d_p = mb_l - self._mean_l, mb_p - self._mean_p
+            self._m2_l += float(_np.dot(dl, dl)) + d_l * d_l * self._n * nb / n
+            self._m2_p += float(_np.dot(dp, dp)) + d_p * d_p * self._n * nb / n
+            self._cov += float(_np.dot(dl, dp)) + d_l * d_p * self._n * nb / n
+            self._mean_l += d_l * nb / n
+            self._mean_p += d_p * nb / n
+            self._n = n
+            self.num_inst += 1
+            self.global_num_inst += 1
+
+    def get(self):
+        if self.num_inst == 0:
+            return (self.name, float("nan"))
+        if self.average == "macro":
+            return (self.name, self.sum_metric / self.num_inst)
+        return (self.name, self._cov / math.sqrt(self._m2_l * self._m2_p))
 
 
 @register
@@ -604,6 +786,17 @@ def create(metric, *args, **kwargs):
         for child in metric:
             composite.add(create(child, *args, **kwargs))
         return composite
+    if isinstance(metric, dict):
+        config = dict(metric)
+        name = config.pop("metric")
+        if "metrics" in config:
+            config["metrics"] = [create(m) for m in config["metrics"]]
+        kwargs = dict(config, **kwargs)
+        return create(name, *args, **kwargs)
+    if isinstance(metric, str) and metric.lstrip()[:1] in ("{", "["):
+        # a configuration from get_config(), as JSON (MXNet's registry accepts these)
+        import json
+        return create(json.loads(metric), *args, **kwargs)
     if isinstance(metric, str):
         klass = _REGISTRY.get(metric.lower())
         if klass is None:

@@ -43,11 +43,19 @@ def empty(shape, ctx=None, dtype=None):
     return _loom._empty(_shape(shape), dtype, _ctx(ctx))
 
 
-def zeros(shape, ctx=None, dtype=None, **kwargs):
+def zeros(shape, ctx=None, dtype=None, out=None, **kwargs):
+    """An array of zeros; with out=, fills that array instead and returns it."""
+    if out is not None:
+        out[:] = 0
+        return out
     return _loom._full(_shape(shape), 0.0, dtype, _ctx(ctx))
 
 
-def ones(shape, ctx=None, dtype=None, **kwargs):
+def ones(shape, ctx=None, dtype=None, out=None, **kwargs):
+    """An array of ones; with out=, fills that array instead and returns it."""
+    if out is not None:
+        out[:] = 1
+        return out
     return _loom._full(_shape(shape), 1.0, dtype, _ctx(ctx))
 
 
@@ -382,6 +390,11 @@ def _reshape(self, *shape, **kwargs):
     return self._reshape_view(tuple(out))
 
 
+class _ReshapeError(ShapeError, ValueError):
+    """A reshape to a different number of elements: Loom's ShapeError, and the ValueError
+    MXNet raises."""
+
+
 def reshape_shape(src, shape, reverse=False):
     """The shape MXNet's Reshape gives `src` for `shape`, with its special values: 0 copies
     a dimension, -1 is inferred, -2 copies all the remaining ones, -3 merges two, -4 splits
@@ -407,7 +420,8 @@ def reshape_shape(src, shape, reverse=False):
     total = int(np.prod(src)) if src else 1
 
     def bad():
-        return ShapeError("cannot reshape array of shape %s into %s" % (tuple(src), tuple(shape)))
+        return _ReshapeError("cannot reshape array of shape %s into %s"
+                             % (tuple(src), tuple(shape)))
     while i < len(shape):
         s = shape[i]
         if s == 0:
@@ -460,7 +474,8 @@ def reshape_shape(src, shape, reverse=False):
 def _asscalar(self):
     if self.size != 1:
         raise ValueError("The current array is not a scalar")
-    return self.asnumpy().reshape(()).item()
+    # a NumPy scalar of the array's dtype, as MXNet returns (np.float32 for float32 data)
+    return self.asnumpy().reshape(())[()]
 
 
 def _array_protocol(self, dtype=None, copy=None):
