@@ -516,3 +516,22 @@ def test_random_pdf_ops(mx):
     assert abs(P[0, 0] - beta * np.prod(xs[0, 0] ** (a[0] - 1))) < 1e-5
     tu.check_numeric_gradient(mx.sym.random_pdf_dirichlet(v[0], v[1]), [xs, a],
                               numeric_eps=1e-6, rtol=1e-2, atol=1e-3, dtype=np.float64)
+
+
+def test_sample_unique_zipfian(mx):
+    mx.random.seed(17)
+    classes, trials = mx.nd._internal._sample_unique_zipfian(1000, shape=(3, 200))
+    c, t = classes.asnumpy(), trials.asnumpy()
+    assert c.shape == (3, 200) and t.shape == (3,)
+    assert all(np.unique(row).size == 200 for row in c) and c.min() >= 0 and c.max() < 1000
+    assert (t >= 200).all()
+    # two classes: after the first draw, a geometric wait for the other one, so
+    # E[trials] = 1 + p0 / p1 + p1 / p0 with p0 = log 2 / log 3, p1 = log 1.5 / log 3
+    p0 = math.log(2) / math.log(3)
+    p1 = 1 - p0
+    mean = 1 + p0 / p1 + p1 / p0
+    _, trials = mx.nd._internal._sample_unique_zipfian(2, shape=(4000, 2))
+    # variance of a geometric(q) wait: (1 - q) / q^2, mixed over which class came first
+    var = p0 * (p0 / p1 ** 2) + p1 * (p1 / p0 ** 2) + p0 * (1 / p1) ** 2 + p1 * (1 / p0) ** 2 \
+        - (p0 / p1 + p1 / p0) ** 2
+    assert abs(trials.asnumpy().mean() - mean) < 5 * math.sqrt(var / 4000)

@@ -857,4 +857,47 @@ _install_op_names(_sym, _sym_op_style, {
     "normal": _sym_op_style("normal", ("loc", "scale"), False),
 })
 
+
+
+def _sample_unique_zipfian(range_max, shape=_Null, **kwargs):
+    """Per row of shape (batch, num_sampled): distinct classes drawn from the log-uniform
+    distribution over [0, range_max) by rejecting repeats; returns (classes int64, number of
+    draws each row took int64)."""
+    batch, n = _shape_tuple(shape)
+    range_max = int(range_max)
+    if n > range_max:
+        raise LoomError("_sample_unique_zipfian: %d distinct classes requested from %d" %
+                        (n, range_max))
+    rng = _generator(kwargs.get("ctx"))
+    log_range = math.log(range_max + 1.0)
+    classes = np.empty((batch, n), dtype=np.int64)
+    trials = np.empty((batch,), dtype=np.int64)
+    for b in range(batch):
+        seen, row, count = set(), [], 0
+        while len(row) < n:
+            draws = np.floor(np.exp(rng.random(2 * (n - len(row)) + 16) * log_range)) - 1
+            for d in np.clip(draws, 0, range_max - 1).astype(np.int64).tolist():
+                count += 1
+                if d not in seen:
+                    seen.add(d)
+                    row.append(d)
+                    if len(row) == n:
+                        break
+        classes[b] = row
+        trials[b] = count
+    return [_nd.array(classes, dtype="int64"), _nd.array(trials, dtype="int64")]
+
+
+# mx.nd._internal / mx.sym._internal (where those namespaces exist): MXNet's internal names
+for _mod, _factory in ((_nd, _nd_op_style), (_sym, _sym_op_style)):
+    _internal = getattr(_mod, "_internal", None)
+    if _internal is None:
+        continue
+    for _dist, (_names, _, _) in _DISTS.items():
+        for _prefix, _array_form in (("_random_", False), ("_sample_", True)):
+            if not hasattr(_internal, _prefix + _dist):
+                setattr(_internal, _prefix + _dist, _factory(_dist, _names, _array_form))
+    if _mod is _nd and not hasattr(_internal, "_sample_unique_zipfian"):
+        _internal._sample_unique_zipfian = _sample_unique_zipfian
+
 __all__ = ["seed"] + _PUBLIC
