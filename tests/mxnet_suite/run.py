@@ -265,10 +265,11 @@ def classify(rec, mx_ops, sources=None):
     if shim_files_stub_tag() in msg or "mxnet.gluon" in msg or "mxnet.autograd" in msg:
         return "out of scope (Gluon/autograd)", ""
     low = (nodeid + " " + msg).lower()
-    if re.search(r"sparse|csr|row_sparse|stype", low):
-        return "sparse-only", ""
-    if re.search(r"\bgpu\b|cuda|cudnn", low):
-        return "GPU-only", ""
+    if rec.get("when") != "collect":
+        if re.search(r"sparse|csr|row_sparse|\bstype\b|tostype|storage_type", low):
+            return "sparse-only", ""
+        if re.search(r"\bgpu\b|cuda|cudnn", low):
+            return "GPU-only", ""
     if rec.get("when") == "collect" or typ in ("ImportError", "ModuleNotFoundError"):
         m = _NO_MODULE.search(msg)
         if m:
@@ -419,7 +420,10 @@ def main():
         ids = cache["ids"]
         if args.kw:
             ids = [i for i in ids if args.kw in i]
-        todo = [i for i in ids if i not in cache["results"]]
+        # a crash (no result from pytest at all) says more about the machine than about
+        # MXNet: those are run again rather than taken from the cache
+        todo = [i for i in ids if i not in cache["results"]
+                or cache["results"][i]["outcome"] == "crash"]
         if todo:
             log("%s: running %d tests with MXNet 1.9.1" % (name, len(todo)))
             cache["results"].update(run_many(args.oracle_python, oshim, oenv, udir, todo,
