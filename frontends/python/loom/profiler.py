@@ -38,6 +38,7 @@ class _State:
         self.paused = False
         self.events = []
         self.stats = {}  # domain -> name -> [count, total, min, max] (microseconds)
+        self.open_trace = None  # file a continued (dump(finished=False)) trace appends to
         self.pid = os.getpid()
 
 
@@ -163,21 +164,30 @@ def resume(profile_process="worker"):
 
 
 def dump(finished=True, profile_process="worker"):
-    """Writes every event recorded so far to the configured file as Chrome trace JSON.
-    finished=True ends this trace: the events are cleared after writing (a later run starts
-    a new file); finished=False keeps them, so repeated dumps rewrite a growing file."""
+    """Writes the events recorded since the last dump to the configured file as Chrome trace
+    JSON and frees them. finished=False keeps the trace open: the next dump to the same file
+    appends to it (the file is complete, valid JSON after every dump); finished=True closes
+    it, so the next dump starts a new file."""
     _check_process(profile_process)
     with _lock:
-        events = list(_state.events)
-        if finished:
-            _state.events = []
+        events, _state.events = _state.events, []
         fname = _state.config["filename"]
-    meta = [{"name": "process_name", "ph": "M", "pid": _state.pid,
-             "args": {"name": "loom"}}]
-    tmp = fname + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"traceEvents": meta + events, "displayTimeUnit": "ms"}, f)
-    os.replace(tmp, fname)
+        body = ",\n".join(json.dumps(e) for e in events)
+        tail = "\n]}"
+        if _state.open_trace == fname and os.path.exists(fname):
+            with open(fname, "r+b") as f:
+                f.seek(-len(tail), os.SEEK_END)
+                f.write(((",\n" + body) if body else "").encode() + tail.encode())
+                f.truncate()
+        else:
+            meta = json.dumps({"name": "process_name", "ph": "M", "pid": _state.pid,
+                               "args": {"name": "loom"}})
+            tmp = fname + ".tmp"
+            with open(tmp, "w") as f:
+                f.write('{"displayTimeUnit": "ms", "traceEvents": [\n' + meta +
+                        ((",\n" + body) if body else "") + tail)
+            os.replace(tmp, fname)
+        _state.open_trace = None if finished else fname
 
 
 def dump_profile():
