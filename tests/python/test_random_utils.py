@@ -535,3 +535,29 @@ def test_sample_unique_zipfian(mx):
     var = p0 * (p0 / p1 ** 2) + p1 * (p1 / p0 ** 2) + p0 * (1 / p1) ** 2 + p1 * (1 / p0) ** 2 \
         - (p0 / p1 + p1 / p0) ** 2
     assert abs(trials.asnumpy().mean() - mean) < 5 * math.sqrt(var / 4000)
+
+
+def test_mnist_from_cache_and_dummy_iter(mx, tmp_path, monkeypatch):
+    import gzip
+    import struct
+    rng = np.random.RandomState(6)
+    root = tmp_path / "datasets" / "mnist"
+    root.mkdir(parents=True)
+    raw = {}
+    for prefix, n in (("train", 60), ("t10k", 20)):
+        pixels = rng.randint(0, 256, (n, 28, 28)).astype(np.uint8)
+        labels = rng.randint(0, 10, n).astype(np.uint8)
+        raw[prefix] = (pixels, labels)
+        with gzip.open(str(root / ("%s-images-idx3-ubyte.gz" % prefix)), "wb") as f:
+            f.write(struct.pack(">IIII", 2051, n, 28, 28) + pixels.tobytes())
+        with gzip.open(str(root / ("%s-labels-idx1-ubyte.gz" % prefix)), "wb") as f:
+            f.write(struct.pack(">II", 2049, n) + labels.tobytes())
+    monkeypatch.setenv("MXNET_HOME", str(tmp_path))
+    m = mx.test_utils.get_mnist()
+    assert m["train_data"].shape == (60, 1, 28, 28) and m["train_data"].dtype == np.float32
+    assert np.allclose(m["train_data"][:, 0], raw["train"][0] / 255.0)
+    assert np.array_equal(m["test_label"], raw["t10k"][1])
+    train, val = mx.test_utils.get_mnist_iterator(10, (784,), num_parts=2, part_index=1)
+    assert sum(1 for _ in train) == 3 and next(iter(val)).data[0].shape == (10, 784)
+    dummy = mx.test_utils.DummyIter(val)
+    assert next(dummy) is next(dummy)

@@ -924,12 +924,12 @@ def _read_idx(path, images):
             _, n, rows, cols = struct.unpack(">IIII", f.read(16))
             return np.frombuffer(f.read(), dtype=np.uint8).reshape(n, 1, rows, cols)
         _, n = struct.unpack(">II", f.read(8))
-        return np.frombuffer(f.read(), dtype=np.uint8).astype(np.int32)
+        return np.frombuffer(f.read(), dtype=np.uint8).astype(np.int8)
 
 
 def get_mnist(path=None):
     """MNIST as NumPy arrays: {'train_data': (60000, 1, 28, 28) float32 in [0, 1],
-    'train_label', 'test_data', 'test_label'}, downloaded once into `path` (default
+    'train_label' (int8), 'test_data', 'test_label'}, downloaded once into `path` (default
     $MXNET_HOME/datasets/mnist). Raises IOError when the files cannot be fetched."""
     path = path or os.path.join(_data_dir(), "datasets", "mnist")
     out = {}
