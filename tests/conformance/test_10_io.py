@@ -6,7 +6,8 @@ CSVIter and MNISTIter (no shuffle) give exactly MXNet's numbers.
 
 Known, documented differences, not compared: ImageRecordIter without round_batch reports
 pad=0 and leaves uninitialised values in the last batch's unused slots in MXNet (Loom reports
-the real pad and repeats the previous batch's values there); bicubic resizes (inter_method 2,
+the real pad and repeats the previous batch's values there); MXNet's ImageRecordIter batch
+index is all zeros (Loom gives the records' image ids); bicubic resizes (inter_method 2,
 or 9 when enlarging) differ by 1 in a few pixels between MXNet's bundled OpenCV and
 opencv-python-headless 5; random augmentations use different random streams."""
 import json
@@ -42,9 +43,9 @@ r = mx.recordio.MXIndexedRecordIO(os.path.join(d, "loom.idx"), os.path.join(d, "
 out["keys"] = np.array(r.keys)
 for k in r.keys:
     h, s = mx.recordio.unpack(r.read_idx(k))
-    out["rec_%d_label" % k] = np.asarray(h.label, np.float32)
-    out["rec_%d_id" % k] = np.array([h.flag, h.id, h.id2])
-    out["rec_%d_payload" % k] = np.frombuffer(s, np.uint8)
+    out["raw_%d_label" % k] = np.asarray(h.label, np.float32)
+    out["raw_%d_id" % k] = np.array([h.flag, h.id, h.id2])
+    out["raw_%d_payload" % k] = np.frombuffer(s, np.uint8)
 r.close()
 # 2. write the same records with MXNet
 w = mx.recordio.MXIndexedRecordIO(os.path.join(d, "mx.idx"), os.path.join(d, "mx.rec"), "w")
@@ -66,7 +67,7 @@ def run(name, make, epochs):
 for name, kw in cfg["imagerec"]:
     kw = {k: (os.path.join(d, v) if k.startswith("path_") or k == "mean_img" else v)
           for k, v in kw.items()}
-    run(name, lambda: mx.io.ImageRecordIter(preprocess_threads=2, **kw), 2)
+    run("rec_" + name, lambda: mx.io.ImageRecordIter(preprocess_threads=2, **kw), 2)
 for name, kw in cfg["csv"]:
     kw = {k: (os.path.join(d, v) if k.endswith("_csv") else v) for k, v in kw.items()}
     run(name, lambda: mx.io.CSVIter(**kw), 3)
@@ -188,9 +189,9 @@ def test_io_against_mxnet(oracle, mx, tmp_path):
     # RecordIO: MXNet read Loom's records, and both wrote identical files
     for k, (label, fname) in enumerate(records):
         payload = open(os.path.join(d, fname), "rb").read()
-        assert ref["rec_%d_payload" % k].tobytes() == payload
-        assert float(ref["rec_%d_label" % k]) == label
-        assert list(ref["rec_%d_id" % k]) == [0, k, 0]
+        assert ref["raw_%d_payload" % k].tobytes() == payload
+        assert float(ref["raw_%d_label" % k]) == label
+        assert list(ref["raw_%d_id" % k]) == [0, k, 0]
     for ext in ("rec", "idx"):
         with open(os.path.join(d, "loom." + ext), "rb") as a, \
                 open(os.path.join(d, "mx." + ext), "rb") as b:
@@ -205,7 +206,8 @@ def test_io_against_mxnet(oracle, mx, tmp_path):
     for name, kw in IMAGEREC:
         kw = {k: (os.path.join(d, v) if k.startswith("path_") or k == "mean_img" else v)
               for k, v in kw.items()}
-        _loom_run(mx, name, lambda: mx.io.ImageRecordIter(preprocess_threads=2, **kw), 2, got)
+        _loom_run(mx, "rec_" + name, lambda: mx.io.ImageRecordIter(preprocess_threads=2, **kw),
+                  2, got)
     for name, kw in CSV:
         kw = {k: (os.path.join(d, v) if k.endswith("_csv") else v) for k, v in kw.items()}
         _loom_run(mx, name, lambda: mx.io.CSVIter(**kw), 3, got)
@@ -230,7 +232,7 @@ def test_io_against_mxnet(oracle, mx, tmp_path):
         assert str(ref["nditer_" + name]) == repr([it.provide_data, it.provide_label,
                                                    [x.dtype for x in b.data + b.label]])
 
-    want_keys = {k for k in ref.files if not k.startswith(("rec_", "nditer_")) and k != "keys"}
+    want_keys = {k for k in ref.files if not k.startswith(("raw_", "nditer_")) and k != "keys"}
     assert want_keys == set(got), (sorted(want_keys ^ set(got)))[:10]
     assert len(want_keys) > 250  # every batch of every configuration is compared
     bad = []

@@ -311,6 +311,7 @@ def test_image_record_iter_matches_reference(tmp_path, threads):
                              for i in ids])
             np.testing.assert_array_equal(b.data[0].asnumpy(), want)
             np.testing.assert_array_equal(b.label[0].asnumpy(), [i % 5 for i in ids])
+            np.testing.assert_array_equal(b.index, ids)  # the records' image ids
             assert b.pad == pad
         it.reset()
     it.close()

@@ -944,6 +944,7 @@ class ImageRecordIter(_FileIter):
             lo, hi = min(step * part_index, size), min(step * (part_index + 1), size)
             spans = [sp for sp in spans if lo <= sp[0] < hi]
         self._spans = spans
+        self._ids = np.zeros(len(spans), np.uint64)  # image ids (header.id), as read
         if not self._spans:
             raise MXNetError("ImageRecordIter: '%s' has no records%s" % (
                 self.path_imgrec, "" if num_parts == 1 else " in part %d of %d"
@@ -1038,11 +1039,13 @@ class ImageRecordIter(_FileIter):
         return rec
 
     def _load_one(self, i, epoch, normalize=True, out=None):
-        """(C, H, W array, label vector) of record ``i`` (written into ``out`` if given)."""
+        """(C, H, W array, label vector) of record ``i`` (written into ``out`` if given);
+        the record's image id is left in ``self._ids[i]``."""
         from . import recordio
         cv2 = self._cv2
         start = self._spans[i][0]
         header, payload = recordio.unpack(self._read_raw(i))
+        self._ids[i] = header.id
         c = self.data_shape[0]
         flag = {1: 0, 3: 1, 4: -1}[c]
         img = None
@@ -1309,8 +1312,9 @@ class ImageRecordIter(_FileIter):
             # as MXNet without round_batch: the padded slots keep the previous batch
             data[len(real):] = self._last[0][len(real):]
             label[len(real):] = self._last[1][len(real):]
-        index = np.array([i for i in ids], np.uint64) if len(real) == bs else np.array(
-            real + [0] * (bs - len(real)), np.uint64)
+        # MXNet's batch index holds the image ids of the records
+        index = np.zeros(bs, np.uint64)
+        index[:len(real)] = self._ids[real]
         self._last = (data, label)
         return data, label, pad, index
 
