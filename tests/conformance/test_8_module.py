@@ -240,6 +240,19 @@ def run_examples(paths, extra):
 ORACLE_MAIN = r'''
 import json, sys, tempfile
 import mxnet as mx
+# Loom's checkpoint + optimizer states (written before this run) resumed in MXNet
+lc = json.load(open(os.path.join(sys.argv[2], "loom_case.json")))
+x, y, _ = data(lc["seed"])
+train = mx.io.NDArrayIter(x, y, batch_size=lc.get("batch", 8))
+mod = mx.mod.Module.load(os.path.join(lc["tmp"], "resume"), 1, load_optimizer_states=True)
+mod.bind(train.provide_data, train.provide_label)
+mod.init_optimizer(optimizer=lc["opt"], optimizer_params=make_opt(mx, lc["params"]))
+res = {}
+for i, batch in enumerate(train):
+    mod.forward_backward(batch)
+    mod.update()
+    snap(mod, res, "resumed%d" % i)
+np.savez(os.path.join(sys.argv[2], "mx_from_loom.npz"), **res)
 json.dump(run_examples(sys.argv[3:], ["--mxnet"]),
           open(os.path.join(sys.argv[2], "examples.json"), "w"))
 cases = json.load(open(sys.argv[1]))
@@ -289,6 +302,18 @@ def oracle_out(oracle, tmp_path_factory):
     d = str(tmp_path_factory.mktemp("module"))
     with open(os.path.join(d, "cases.json"), "w") as f:
         json.dump(C, f)
+    # Loom's run of the Adam resume case first: MXNet resumes from the files it writes
+    import loom
+    ns = {}
+    exec(RUNNER, ns)
+    idx = [i for i, c in enumerate(C) if c.get("resume") and c["opt"] == "adam"][0]
+    lc = dict(C[idx], tmp=os.path.join(d, "loom_case"))
+    os.mkdir(lc["tmp"])
+    with loom.name.NameManager():
+        got, _ = ns["run_case"](loom, lc)
+    np.savez(os.path.join(d, "loom_resumed.npz"), **got)
+    with open(os.path.join(d, "loom_case.json"), "w") as f:
+        json.dump(lc, f)
     script = os.path.join(d, "oracle_module.py")
     with open(script, "w") as f:
         f.write(RUNNER + EXAMPLES + ORACLE_MAIN)
@@ -346,6 +371,17 @@ def test_module_resumes_from_mxnet_checkpoint(mx, oracle_out, tmp_path, idx):
     for k in keys:
         np.testing.assert_allclose(got[k], want[k], rtol=c.get("rtol", 1e-5), atol=1e-6,
                                    err_msg=k)
+
+
+def test_mxnet_resumes_from_loom_checkpoint(oracle_out):
+    """MXNet's Module.load(load_optimizer_states=True) reads the checkpoint and the update
+    graph's states Loom wrote (in the fixture, before the oracle ran), and continues as
+    Loom's own resumed module does."""
+    got = dict(np.load(os.path.join(oracle_out, "loom_resumed.npz")))
+    want = dict(np.load(os.path.join(oracle_out, "mx_from_loom.npz")))
+    assert want and sorted(want) == sorted(k for k in got if k.startswith("resumed"))
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
 _NUM = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?")

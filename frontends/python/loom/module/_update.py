@@ -161,6 +161,17 @@ class _GraphUpdater(object):
         return int(self.aux["step_real"].asnumpy().reshape(-1)[0])
 
     def get_states(self, dump_optimizer=False):
+        """MXNet's Updater pickle (index -> state), so MXNet's Module.load_optimizer_states
+        reads it; without loom.optimizer's pickler, Loom's own .params-style layout."""
+        from .. import optimizer as optmod
+        make = getattr(optmod, "get_updater", None)
+        if make is not None:
+            upd = make(self.optimizer)
+            upd.states = {i: (tuple(x.copy() for x in st) if isinstance(st, tuple)
+                              else None if st is None else st.copy())
+                          for i, st in self.states.items()}
+            upd.states_synced = dict.fromkeys(upd.states, True)
+            return upd.get_states(dump_optimizer)
         data = {_MAGIC: nd.array(np.zeros((1,), np.float32))}
         data.update(self.aux)
         return nd.save_tobuffer(data)
