@@ -184,6 +184,10 @@ case("lamb", {"wd": 0.03, "lower_bound": 1e-3, "upper_bound": 10, "bias_correcti
 case("lamb", {"wd": 0.03, "lower_bound": 1e-3, "upper_bound": 0.5}, dtype="float64")
 case("lamb", {"wd": 0.03}, updater=True, nw=3)
 case("test", {"rescale_grad": 0.5})
+for _name, _kw in (("lbsgd", {"momentum": 0.9, "batch_scale": 2}), ("signum", {"wd_lh": 0.01}),
+                   ("ftml", {"wd": 0.01}), ("adamax", {"wd": 0.01}), ("nadam", {"wd": 0.01}),
+                   ("dcasgd", {"wd": 0.01}), ("lars", {"momentum": 0.9, "eta": 0.01})):
+    case(_name, _kw, dtype="float64", steps=4)
 case("groupadagrad", {"clip_gradient": 0.5, "rescale_grad": 0.8})
 # schedules, multipliers, the update counter
 case("sgd", {"momentum": 0.9, "learning_rate": 0.2},

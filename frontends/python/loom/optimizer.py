@@ -589,7 +589,7 @@ class LBSGD(Optimizer):
     @staticmethod
     def _l2norm(v):
         """Sum of squares (MXNet's LBSGD calls it a norm)."""
-        a = _host(v)
+        a = _host(v) if _is_nd(v) else np.asarray(v)
         return float(np.sum(a * a))
 
     def _get_lars(self, weight, g, wd):
@@ -599,11 +599,13 @@ class LBSGD(Optimizer):
         return min(max(lars, 0.01), 100.0)
 
     def _cumulate_gradient(self, grad, index):
+        """Accumulates (on the host, in the gradient's dtype) the gradients of a large batch."""
+        g = _host(grad)
         cg = self.cumgrads.get(index, {})
         if cg and cg["num_cums"] > 0:
-            cum, num = cg["cum_grad"] + grad, cg["num_cums"] + 1
+            cum, num = cg["cum_grad"] + g, cg["num_cums"] + 1
         else:
-            cum, num = grad, self.init_updates + 1
+            cum, num = g, self.init_updates + 1
         self.cumgrads[index] = {"cum_grad": cum, "num_cums": num}
         return self.cumgrads[index]
 
@@ -614,7 +616,8 @@ class LBSGD(Optimizer):
         cg = self._cumulate_gradient(grad, index)
         if cg["num_cums"] % self.batch_scale != 0:
             return  # MXNet runs sgd_update with lr 0 here: the weight stays as it is
-        g = cg["cum_grad"] / self.batch_scale
+        g = np.asarray(cg["cum_grad"] / self.batch_scale, dtype=np.dtype(grad.dtype))
+        g = nd.array(g, ctx=grad.context, dtype=g.dtype)
         if self.warmup_strategy == "lars":
             lr = lr * self._get_lars(weight, g, wd)
         else:
