@@ -435,3 +435,33 @@ def test_lr_scheduler_values_and_checks(mx):
         ls.MultiFactorScheduler([2, 2])
     with pytest.raises(ValueError, match="warmup"):
         ls.FactorScheduler(step=1, warmup_mode="cubic")
+
+
+def test_lamb_multi_precision_keeps_its_master_copy_current(mx):
+    rs = np.random.RandomState(0)
+    w0 = rs.uniform(-1, 1, SHAPE).astype(np.float16).astype(np.float64)
+    grads = [rs.uniform(-1, 1, SHAPE).astype(np.float16).astype(np.float64) for _ in range(3)]
+    o = mx.optimizer.LAMB(multi_precision=True, wd=0.01)
+    w = mx.nd.array(w0, dtype=np.float16)
+    st = o.create_state_multi_precision(0, w)
+    ref, states = w0.copy(), [np.zeros(SHAPE), np.zeros(SHAPE)]
+    for t, g in enumerate(grads, 1):
+        o.update_multi_precision(0, w, mx.nd.array(g, dtype=np.float16), st)
+        ref = ref_lamb(ref, g, states, 0.001, 0.01, t, {})
+    np.testing.assert_allclose(st[0].asnumpy(), ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w.asnumpy(), ref, rtol=1e-3)
+
+
+def test_dcasgd_with_momentum(mx):
+    rs = np.random.RandomState(1)
+    w0, grads = rs.uniform(-1, 1, SHAPE), [rs.uniform(-1, 1, SHAPE) for _ in range(3)]
+    o = mx.optimizer.DCASGD(momentum=0.9, lamda=0.1)
+    w = mx.nd.array(w0, dtype=np.float64)
+    st = o.create_state(0, w)
+    ref, mom, prev = w0.copy(), np.zeros(SHAPE), w0.copy()
+    for g in grads:
+        o.update(0, w, mx.nd.array(g, dtype=np.float64), st)
+        mom = 0.9 * mom - 0.01 * (g + 0.1 * g * g * (ref - prev))
+        prev = ref.copy()
+        ref = ref + mom
+    np.testing.assert_allclose(w.asnumpy(), ref, rtol=1e-12)

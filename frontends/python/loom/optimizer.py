@@ -445,7 +445,8 @@ class ccSGD(SGD):  # noqa: N801 (MXNet's name)
 class NAG(_MasterFirstMomentum):
     """Nesterov accelerated gradient (nag_mom_update; sgd_update when momentum is 0).
     As MXNet's kernel run with out=weight, the momentum's weight-decay term reads the weight
-    just written."""
+    just written (the in-graph update of make_step reads the weight before the step, so with
+    wd > 0 and momentum > 0 the two differ by lr*wd*(w_new - w_old) in the momentum)."""
     _graph_name = "nag"
 
     def __init__(self, momentum=0.0, **kwargs):
@@ -635,7 +636,9 @@ class LBSGD(Optimizer):
 @register
 class DCASGD(Optimizer):
     """Delay-compensated asynchronous SGD: the step adds lamda*g*g*(w - w_prev) to the
-    gradient (states: momentum or None, previous weight)."""
+    gradient (states: momentum or None, previous weight). With momentum > 0, MXNet 1.9.1
+    raises ValueError (it tests the momentum NDArray's truth value); Loom applies the
+    documented update mom = momentum*mom + step."""
 
     def __init__(self, momentum=0.0, lamda=0.04, **kwargs):
         super().__init__(**kwargs)
@@ -1079,7 +1082,9 @@ class Nadam(Optimizer):
 class LAMB(Optimizer):
     """lamb_update_phase1 (t = the index's update count), r1 = ||w|| (bounded by
     lower_bound/upper_bound), r2 = ||g||, lamb_update_phase2: w -= lr*(r1/r2)*g (lr alone
-    when r1 or r2 is 0). Accepts lists (MXNet's multi-tensor form)."""
+    when r1 or r2 is 0). Accepts lists (MXNet's multi-tensor form). With multi_precision,
+    the float32 master copy is updated each step (MXNet 1.9.1's mp_lamb_update_phase2 leaves
+    it as created, so there every step restarts from the initial weights)."""
     _graph_name = "lamb"
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-6,
