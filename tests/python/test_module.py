@@ -418,3 +418,25 @@ def test_bucketing_fit_save_load(mx, tmp_path):
     mod3.fit(it, num_epoch=1, optimizer_params={"learning_rate": 0.1})
     assert not np.array_equal(mod3.get_params()[0]["fc_weight"].asnumpy(),
                               mod.get_params()[0]["fc_weight"].asnumpy())
+
+
+def test_force_rebind_keeps_training_the_module(mx):
+    rs = np.random.RandomState(8)
+    x = rs.randn(4, 3).astype(np.float32)
+    y = rs.randn(4, 2).astype(np.float32)
+    params = {"fc_weight": mx.nd.array(rs.randn(2, 3)), "fc_bias": mx.nd.zeros((2,))}
+
+    def run(rebind):
+        m = mx.mod.Module(_linreg(mx), label_names=["lro_label"])
+        m.bind([("data", (4, 3))], [("lro_label", (4, 2))])
+        m.init_params(arg_params=params)
+        m.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.1,
+                                                            "momentum": 0.9})
+        for step in range(3):
+            if rebind and step == 1:
+                m.get_params()  # sync the host copies that the rebind restores
+                m.bind([("data", (4, 3))], [("lro_label", (4, 2))], force_rebind=True)
+            m.forward_backward(_batch(mx, x, y))
+            m.update()
+        return m.get_params()[0]["fc_weight"].asnumpy()
+    np.testing.assert_array_equal(run(True), run(False))

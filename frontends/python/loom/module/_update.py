@@ -87,6 +87,17 @@ class _GraphUpdater(object):
         if self.names:
             self._build()
 
+    def retarget(self, weights, grads):
+        """Runs on other weight and gradient arrays (a rebound module's), states kept."""
+        names = [n for n in weights if grads.get(n) is not None]
+        if names != self.names or any(tuple(weights[n].shape) != tuple(self._weights[n].shape)
+                                      for n in names):
+            raise LoomError("the module's parameters changed with the rebind (%s -> %s); "
+                            "call init_optimizer(force_init=True)" % (self.names, names))
+        self._weights, self._grads = weights, grads
+        if names:
+            self._build()
+
     def _hyper(self):
         """The optimizer values baked into the graph; a script that changes them between
         updates (opt.lr = ..., set_learning_rate) gets the graph rebuilt (states kept)."""
@@ -241,11 +252,16 @@ class _PyUpdater(object):
             raise LoomError("optimizer %s has no in-graph form and no update/create_state "
                             "methods" % type(optimizer).__name__)
         self.optimizer = optimizer
-        self.items = [(name2idx[n], weights[n], grads[n]) for n in weights
-                      if grads.get(n) is not None and n in name2idx]
+        self._names = [n for n in weights if grads.get(n) is not None and n in name2idx]
+        self.items = [(name2idx[n], weights[n], grads[n]) for n in self._names]
         from .. import optimizer as optmod
         make = getattr(optmod, "get_updater", None)
         self._upd = make(optimizer) if make is not None else _MiniUpdater(optimizer)
+
+    def retarget(self, weights, grads):
+        """Runs on other weight and gradient arrays (a rebound module's), states kept."""
+        by_name = {n: i for (i, _, _), n in zip(self.items, self._names)}
+        self.items = [(by_name[n], weights[n], grads[n]) for n in self._names]
 
     @property
     def states(self):

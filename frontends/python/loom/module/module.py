@@ -251,6 +251,11 @@ class Module(BaseModule):
                                 for n, a in zip(self._aux_names, self._exec_group.aux_arrays)}
         if shared_module is not None and shared_module.optimizer_initialized:
             self.borrow_optimizer(shared_module)
+        elif self.optimizer_initialized and self._updater is not None:
+            # rebound (force_rebind): the optimizer keeps its states and now updates the
+            # new executors' arrays
+            weights, grads = self._trained_arrays()
+            self._updater.retarget(weights, grads)
         self.binded = True
 
     def reshape(self, data_shapes, label_shapes=None):
@@ -304,10 +309,7 @@ class Module(BaseModule):
         self._optimizer = optimizer
         self._kvstore = kv
         self._update_on_kvstore = update_on_kvstore
-        group = self._exec_group
-        trained = {n: group._params[n] for n in self._param_names
-                   if n in group._params and n not in self._fixed_param_names}
-        grads = {n: group._grads.get(n) for n in trained}
+        trained, grads = self._trained_arrays()
         name2idx = {}
         for i, n in sorted(idx2name.items()):
             name2idx.setdefault(n, i)
@@ -326,6 +328,13 @@ class Module(BaseModule):
         if self._preload_opt_states is not None:
             self.load_optimizer_states(self._preload_opt_states)
             self._preload_opt_states = None
+
+    def _trained_arrays(self):
+        """(weights, grads) by name of the parameters the optimizer updates."""
+        group = self._exec_group
+        trained = {n: group._params[n] for n in self._param_names
+                   if n in group._params and n not in self._fixed_param_names}
+        return trained, {n: group._grads.get(n) for n in trained}
 
     def borrow_optimizer(self, shared_module):
         if not shared_module.optimizer_initialized:
