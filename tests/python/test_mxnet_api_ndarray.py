@@ -171,3 +171,18 @@ def test_inplace_expand_dims_flatten_squeeze_share_memory(mx):
     assert sq.asnumpy().min() == 7
     with pytest.raises(ValueError):
         z.squeeze(axis=0)
+
+
+def test_getstate_setstate_mxnet_single_array_bytes(mx):
+    import struct
+    # MXNet's single-array form: magic, storage type, ndim, dims (int64), device type and
+    # id, dtype flag, data. This one is a float32 [7.5] saved on gpu(0).
+    raw = (struct.pack("<IiI", 0xF993FAC9, 0, 1) + struct.pack("<q", 1) +
+           struct.pack("<iii", 2, 0, 0) + struct.pack("<f", 7.5))
+    a = mx.nd.zeros((1,))
+    a.__setstate__({"handle": bytearray(raw)})
+    assert a.asnumpy().tolist() == [7.5]
+    b = mx.nd.array([[1, 2], [3, 4]])
+    c = mx.nd.zeros((2, 2))
+    c.__setstate__(b.__getstate__())
+    np.testing.assert_array_equal(c.asnumpy(), [[1, 2], [3, 4]])

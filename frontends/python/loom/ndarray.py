@@ -547,6 +547,30 @@ def _squeeze(self, axis=None, inplace=False):
     return self._reshape_view(new)
 
 
+_LIST_HEADER = 24       # .params list format: magic 0x112, reserved, count (uint64 each)
+
+
+def _getstate(self):
+    """{'handle': the array in MXNet's single-NDArray binary form}, as MXNet's
+    NDArray.__getstate__."""
+    buf = save_tobuffer([self])
+    return {"handle": bytearray(buf[_LIST_HEADER:-8])}
+
+
+def _setstate(self, state):
+    """Loads MXNet's single-NDArray bytes (from __getstate__) into this array; arrays saved
+    on a GPU load on the CPU when there is none."""
+    import struct
+    raw = bytes(state["handle"])
+    loaded = load_frombuffer(struct.pack("<QQQ", 0x112, 0, 1) + raw + struct.pack("<Q", 0))[0]
+    if loaded.shape != self.shape:
+        raise ValueError("__setstate__: saved shape %s differs from this array's %s (Loom arrays "
+                         "keep their shape)" % (loaded.shape, self.shape))
+    self[:] = loaded.astype(self.dtype) if loaded.dtype != self.dtype else loaded
+
+
+NDArray.__getstate__ = _getstate
+NDArray.__setstate__ = _setstate
 NDArray.__reduce__ = _reduce
 NDArray.__abs__ = lambda self: invoke("abs", [self])
 NDArray.expand_dims = _expand_dims
