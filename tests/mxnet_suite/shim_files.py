@@ -87,6 +87,8 @@ def _target(fullname):
             return attr
         if parts[-1] == parts[-2] or parts[-1] == "op":
             return parent
+    if LENDED_TEST_UTILS and len(parts) == 1 and not parts[0].islower():
+        raise missing
     if LENDED_TEST_UTILS:
         # diagnosis mode: a module loom lacks becomes a placeholder so that files which only
         # import it at the top still run their other tests
@@ -99,6 +101,9 @@ def _target(fullname):
 
 def _placeholder(name):
     def missing(*a, **k):
+        # used as a decorator (@mx.use_np_shape): leave the function as it is
+        if len(a) == 1 and not k and callable(a[0]):
+            return a[0]
         raise NotImplementedError("diagnosis mode: %s is missing in loom" % name)
     missing.__name__ = name.rsplit(".", 1)[-1]
     return missing
@@ -182,6 +187,12 @@ def _lend_test_utils(path):
 
 
 def __getattr__(name):
+    if LENDED_TEST_UTILS and not name.startswith("__") and not hasattr(_loom, name) \
+            and name not in OUT_OF_SCOPE and name != "test_utils":
+        try:
+            importlib.import_module("loom." + name)
+        except ImportError:
+            return _placeholder("mxnet." + name)
     if name in OUT_OF_SCOPE:
         return importlib.import_module("mxnet." + name)
     if name == "test_utils":
@@ -194,6 +205,8 @@ def __getattr__(name):
         return importlib.import_module("mxnet." + name)
     except ImportError:
         raise AttributeError("module 'mxnet' (loom) has no attribute '%s'" % name) from None
+    except Exception:
+        raise
 
 
 def __dir__():
