@@ -1,9 +1,11 @@
-"""Checkpoints with MXNet's naming (mx.model): prefix-symbol.json and prefix-%04d.params
-holding arg:<name> / aux:<name> arrays."""
+"""mx.model: checkpoints with MXNet's naming (prefix-symbol.json and prefix-%04d.params
+holding arg:<name> / aux:<name> arrays) and the legacy FeedForward estimator (trained through
+mx.mod.Module)."""
 import logging
 
 from . import ndarray as nd
 from . import symbol as sym
+from .callback import BatchEndParam  # noqa: F401  (mx.model.BatchEndParam, as in MXNet)
 from .context import cpu
 
 
