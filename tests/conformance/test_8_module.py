@@ -44,9 +44,11 @@ class Capture(logging.Handler):
 import re
 
 
-def mlp(mx, lr_mult=None, wd_mult=None):
+def mlp(mx, lr_mult=None, wd_mult=None, bn=False):
     data = mx.sym.Variable("data")
     fc1 = mx.sym.FullyConnected(data, num_hidden=6, name="fc1")
+    if bn:
+        fc1 = mx.sym.BatchNorm(fc1, name="bn", momentum=0.8)
     act = mx.sym.Activation(fc1, act_type="tanh", name="act")
     w2 = mx.sym.Variable("fc2_weight", lr_mult=lr_mult, wd_mult=wd_mult)
     fc2 = mx.sym.FullyConnected(act, weight=w2, num_hidden=3, name="fc2")
@@ -66,7 +68,7 @@ def data(seed, n=40, dim=5):
 
 def snap(mod, out, tag):
     args, auxs = mod.get_params()
-    for k, v in args.items():
+    for k, v in list(args.items()) + list(auxs.items()):
         out["%s/%s" % (tag, k)] = v.asnumpy()
 
 
@@ -114,11 +116,11 @@ def _run(mx, case, cap):
         out["predict"] = mod.predict(val).asnumpy()
     elif kind == "steps":
         train = mx.io.NDArrayIter(x, y, batch_size=bs)
-        mod = mx.mod.Module(mlp(mx, case.get("lr_mult"), case.get("wd_mult")),
+        mod = mx.mod.Module(mlp(mx, case.get("lr_mult"), case.get("wd_mult"), case.get("bn")),
                             fixed_param_names=case.get("fixed"))
         mod.bind(train.provide_data, train.provide_label,
                  inputs_need_grad=case.get("input_grads", False))
-        mod.init_params(arg_params=params)
+        mod.init_params(arg_params=params, allow_missing=bool(case.get("bn")))
         if case.get("object"):
             o = dict(make_opt(mx, case["params"]))
             opt = mx.optimizer.create(case["opt"], **o)
@@ -288,6 +290,7 @@ case("steps", "nag", {"learning_rate": 0.1, "momentum": 0.7}, fixed=["fc1_bias"]
      input_grads=True)
 case("steps", "rmsprop", {"learning_rate": 0.01, "gamma1": 0.8})
 case("steps", "sgd", {"learning_rate": 0.1, "momentum": 0.9}, new_lr=0.01)
+case("steps", "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01}, bn=True)
 # optimizers without an in-graph form run on the imperative updater
 # (their float32 arithmetic is loom.optimizer's imperative code: rtol 1e-4)
 case("steps", "adagrad", {"learning_rate": 0.1, "wd": 0.01}, resume=True, rtol=1e-4)
