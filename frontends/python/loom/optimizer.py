@@ -87,6 +87,16 @@ def _flat_lists(index, weight, grad, state):
     return [index], [weight], [grad], [state], False
 
 
+def _caller_level():
+    """warnings stacklevel of the first frame outside the optimizer constructors."""
+    import sys
+    f, level = sys._getframe(1), 1
+    while f is not None and isinstance(f.f_locals.get("self"), Optimizer) \
+            and f.f_code.co_name == "__init__":
+        f, level = f.f_back, level + 1
+    return level
+
+
 # ----------------------------------------------------------------------------- base class
 
 class Optimizer:
@@ -117,7 +127,7 @@ class Optimizer:
             if lr_scheduler.base_lr != learning_rate:
                 # MXNet prints this notice and lets the optimizer's rate win.
                 warnings.warn("learning rate from ``lr_scheduler`` has been overwritten by "
-                              "``learning_rate`` in optimizer.", stacklevel=2)
+                              "``learning_rate`` in optimizer.", stacklevel=_caller_level())
                 lr_scheduler.base_lr = learning_rate
         self.wd = wd
         self.lr_mult = {}
