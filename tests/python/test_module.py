@@ -440,3 +440,27 @@ def test_force_rebind_keeps_training_the_module(mx):
             m.update()
         return m.get_params()[0]["fc_weight"].asnumpy()
     np.testing.assert_array_equal(run(True), run(False))
+
+
+def test_rebind_for_inference_after_training(mx):
+    """MXNet's pattern: train, then bind(for_training=False, force_rebind=True) to predict;
+    binding for training again resumes updates with the optimizer's states."""
+    rs = np.random.RandomState(9)
+    x = rs.randn(4, 3).astype(np.float32)
+    y = rs.randn(4, 2).astype(np.float32)
+    m = mx.mod.Module(_linreg(mx), label_names=["lro_label"])
+    m.bind([("data", (4, 3))], [("lro_label", (4, 2))])
+    m.init_params()
+    m.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.1, "momentum": 0.9})
+    m.forward_backward(_batch(mx, x, y))
+    m.update()
+    w = m.get_params()[0]["fc_weight"].asnumpy()
+    m.bind([("data", (1, 3))], for_training=False, force_rebind=True)
+    m.forward(_batch(mx, x[:1]))
+    np.testing.assert_allclose(m.get_outputs()[0].asnumpy(),
+                               x[:1].dot(w.T) + m.get_params()[0]["fc_bias"].asnumpy(),
+                               rtol=1e-5, atol=1e-6)
+    m.bind([("data", (4, 3))], [("lro_label", (4, 2))], force_rebind=True)
+    m.forward_backward(_batch(mx, x, y))
+    m.update()
+    assert not np.array_equal(m.get_params()[0]["fc_weight"].asnumpy(), w)

@@ -90,6 +90,9 @@ class _GraphUpdater(object):
     def retarget(self, weights, grads):
         """Runs on other weight and gradient arrays (a rebound module's), states kept."""
         names = [n for n in weights if grads.get(n) is not None]
+        if not names:  # rebound for inference: nothing to update until bound for training
+            self._exe = None
+            return
         if names != self.names or any(tuple(weights[n].shape) != tuple(self._weights[n].shape)
                                       for n in names):
             raise LoomError("the module's parameters changed with the rebind (%s -> %s); "
@@ -261,7 +264,8 @@ class _PyUpdater(object):
     def retarget(self, weights, grads):
         """Runs on other weight and gradient arrays (a rebound module's), states kept."""
         by_name = {n: i for (i, _, _), n in zip(self.items, self._names)}
-        self.items = [(by_name[n], weights[n], grads[n]) for n in self._names]
+        self.items = [(by_name[n], weights[n], grads[n]) for n in self._names
+                      if grads.get(n) is not None]
 
     @property
     def states(self):
