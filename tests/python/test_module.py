@@ -455,7 +455,8 @@ def test_rebind_for_inference_after_training(mx):
     m.forward_backward(_batch(mx, x, y))
     m.update()
     w = m.get_params()[0]["fc_weight"].asnumpy()
-    m.bind([("data", (1, 3))], for_training=False, force_rebind=True)
+    with pytest.warns(UserWarning, match="label_names"):  # no label given, as MXNet warns
+        m.bind([("data", (1, 3))], for_training=False, force_rebind=True)
     m.forward(_batch(mx, x[:1]))
     np.testing.assert_allclose(m.get_outputs()[0].asnumpy(),
                                x[:1].dot(w.T) + m.get_params()[0]["fc_bias"].asnumpy(),
