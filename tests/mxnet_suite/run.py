@@ -411,13 +411,19 @@ def main():
         if os.path.exists(cpath) and not args.refresh_oracle:
             with open(cpath) as f:
                 cache = json.load(f)
+        oracle_error = None
         if cache["ids"] is None:
             log("%s: collecting with MXNet" % name)
             ids, err = collect(args.oracle_python, oshim, oenv, udir, name, 300)
             if err and not ids:
-                log("  MXNet cannot collect %s: %s" % (name, str(err)[-300:]))
-            cache["ids"] = ids
-        ids = cache["ids"]
+                text = str(err.get("longrepr", err))
+                last = [ln for ln in text.replace("\\n", "\n").splitlines() if ln.startswith("E ")]
+                oracle_error = (last[-1][1:].strip() if last else text[-200:])[:120]
+                log("  MXNet cannot collect %s: %s (not cached; the file counts 0)"
+                    % (name, oracle_error))
+            else:
+                cache["ids"] = ids
+        ids = cache["ids"] or []
         if args.kw:
             ids = [i for i in ids if args.kw in i]
         # a crash (no result from pytest at all) says more about the machine than about
@@ -453,7 +459,8 @@ def main():
             if r["outcome"] != "passed":
                 r["category"], r["detail"] = classify(r, mx_ops, sources)
                 r["blame"] = loom_blame(r)
-        results[name] = {"ids": ids, "mxnet": ores, "loom": lres, "passing": passing}
+        results[name] = {"ids": ids, "mxnet": ores, "loom": lres, "passing": passing,
+                         "oracle_error": oracle_error}
 
     report(results, args, mode, time.time() - t_start)
     return 0
@@ -493,6 +500,8 @@ def report(results, args, mode, seconds):
         tot_oos += oos
         pct = 100.0 * len(lp) / len(passing) if passing else 0.0
         top = ", ".join("%s %d" % kv for kv in fc.most_common(3))
+        if r.get("oracle_error"):
+            top = "MXNet cannot collect the file: " + r["oracle_error"]
         rows.append((name, len(passing), len(lp), oos, pct, top))
 
     title = "MXNet 1.9.1 unit tests on Loom"
