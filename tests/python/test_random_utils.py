@@ -109,6 +109,9 @@ def test_array_parameters_shapes_and_rows(mx):
     assert r is out and (out.asnumpy() >= 5).all()
     like = mx.nd.random.normal_like(mx.nd.zeros((3, 5)), loc=1.0)
     assert like.shape == (3, 5)
+    # the _like samplers take MXNet's op parameters: exponential_like has the rate lam
+    _se_check(mx.nd.random.exponential_like(mx.nd.zeros((20000,)), lam=4.0).asnumpy(),
+              0.25, 0.0625)
     with pytest.raises(mx.base.LoomError):
         mx.nd.random.uniform(2, 1, shape=(2,))
 
@@ -163,6 +166,9 @@ def test_symbolic_samplers(mx):
     z = mx.sym.random.uniform_like(x, low=0, high=1) + x
     res = z.eval(x=mx.nd.ones((2, 3)) * 10)[0].asnumpy()
     assert res.shape == (2, 3) and (res >= 10).all() and (res < 11).all()
+    r = mx.sym.random.randn(loc=3.0, data=mx.sym.ones((2, 2000)))
+    assert r.infer_shape()[1] == [(2, 2000)]
+    _se_check(r.eval()[0].asnumpy(), 3.0, 1.0)
     p = mx.sym.random.multinomial(mx.sym.var("p"), shape=(4,))
     got = p.eval(p=mx.nd.array([[0, 1.0], [1.0, 0]]))[0].asnumpy()
     assert np.array_equal(got, [[1] * 4, [0] * 4])

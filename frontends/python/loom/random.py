@@ -325,7 +325,15 @@ def _like(dist_fn, names):
 uniform_like = _like(uniform, ("low", "high"))
 normal_like = _like(normal, ("loc", "scale"))
 gamma_like = _like(gamma, ("alpha", "beta"))
-exponential_like = _like(exponential, ("scale",))
+
+
+def _exponential_rate(lam=1, shape=_Null, dtype=_Null, ctx=None, out=None, **kwargs):
+    """Exponential samples with rate lam (the parameter MXNet's exponential_like takes)."""
+    return _sample_nd("exponential", [_scalar_or_nd(lam, "lam")], shape, dtype, ctx, out)
+
+
+_exponential_rate.__name__ = "exponential"
+exponential_like = _like(_exponential_rate, ("lam",))
 poisson_like = _like(poisson, ("lam",))
 negative_binomial_like = _like(negative_binomial, ("k", "p"))
 generalized_negative_binomial_like = _like(generalized_negative_binomial, ("mu", "alpha"))
@@ -472,11 +480,17 @@ def _sym_normal(loc=0, scale=1, shape=_Null, dtype=_Null, **kwargs):
 
 
 def _sym_randn(*shape, **kwargs):
+    """Symbolic normal samples with the shape given positionally; data=<symbol> instead
+    takes the shape of that symbol (as MXNet's randn does when given data)."""
     loc = kwargs.pop("loc", 0)
     scale = kwargs.pop("scale", 1)
     dtype = kwargs.pop("dtype", _Null)
+    like = kwargs.pop("data", None)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    if isinstance(like, Symbol):
+        return _sym_sample("normal", [loc, scale], _Null, dtype, kwargs, like=like,
+                           hint="normal")
     return _sym_sample("normal", [loc, scale], shape, dtype, kwargs)
 
 
@@ -897,6 +911,10 @@ for _mod, _factory in ((_nd, _nd_op_style), (_sym, _sym_op_style)):
         for _prefix, _array_form in (("_random_", False), ("_sample_", True)):
             if not hasattr(_internal, _prefix + _dist):
                 setattr(_internal, _prefix + _dist, _factory(_dist, _names, _array_form))
+    _likes = _nd_funcs if _mod is _nd else _sym_funcs
+    for _dist in _DISTS:
+        if _dist + "_like" in _likes and not hasattr(_internal, "_random_%s_like" % _dist):
+            setattr(_internal, "_random_%s_like" % _dist, _likes[_dist + "_like"])
     if _mod is _nd and not hasattr(_internal, "_sample_unique_zipfian"):
         _internal._sample_unique_zipfian = _sample_unique_zipfian
 
