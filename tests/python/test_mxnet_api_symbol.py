@@ -139,3 +139,25 @@ def test_debug_str_reports_total_megabytes(mx):
     exe = (x * x).simple_bind(mx.cpu(), x=(512, 1024))
     m = re.search(r"Total (\d+) MB allocated", exe.debug_str())
     assert m is not None and int(m.group(1)) >= 0
+
+
+def test_none_leaves_an_input_out_positionally(mx):
+    x, w = mx.sym.Variable("x"), mx.sym.Variable("w")
+    conv = mx.sym.Convolution(x, w, None, num_filter=2, kernel=(1, 1), no_bias=True)
+    assert conv.list_arguments() == ["x", "w"]
+    xn = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
+    wn = np.array([2.0, -1.0], dtype=np.float32).reshape(2, 1, 1, 1)
+    got = mx.nd.Convolution(mx.nd.array(xn), mx.nd.array(wn), None, num_filter=2,
+                            kernel=(1, 1), no_bias=True).asnumpy()
+    np.testing.assert_allclose(got, np.concatenate([2 * xn, -xn], axis=1))
+    sym_out = conv.eval(x=mx.nd.array(xn), w=mx.nd.array(wn))[0].asnumpy()
+    np.testing.assert_allclose(sym_out, got)
+
+
+def test_bool_scalar_arithmetic_and_dtype_converting_assignment(mx):
+    x = mx.sym.Variable("x")
+    out = (x - True).eval(x=mx.nd.array([3.0]))[0].asnumpy()
+    assert out.tolist() == [2.0]
+    a = mx.nd.zeros((2, 2))
+    a[:] = mx.nd.array([[1, 2], [3, 4]], dtype="int32")
+    assert a.dtype == np.float32 and a.asnumpy().tolist() == [[1, 2], [3, 4]]

@@ -155,11 +155,22 @@ def _make_function(func_name, info):
     param_names = set(info.param_names)
     param_list = list(info.param_names)
 
+    input_list = list(info.inputs) if info.inputs and not info.variadic else None
+
     def fn(*args, **kwargs):
         out = kwargs.pop("out", None)
         kwargs.pop("name", None)
         ctx = kwargs.pop("ctx", None)
         is_train = kwargs.pop("is_train", False)
+        if input_list and any(a is None for a in args[:len(input_list)]):
+            # op(data, weight, None, ...): None leaves an input out; pass inputs by name
+            for n, a in zip(input_list, args):
+                if a is not None:
+                    if n in kwargs:
+                        raise TypeError("%s: got multiple values for argument '%s'"
+                                        % (func_name, n))
+                    kwargs[n] = a
+            args = tuple(args[len(input_list):])
         inputs = []
         extra = []
         for a in args:
@@ -189,8 +200,12 @@ def _make_function(func_name, info):
             else:
                 attrs[k] = param_str(v)
         if named:
-            names = _loom._op_inputs(op_name, attrs) if info.inputs is None or info.variadic \
-                else list(info.inputs)
+            try:
+                names = list(_loom._op_inputs(op_name, attrs))   # e.g. no bias with no_bias
+            except Exception:  # noqa: BLE001 - fall back to the registry's list
+                if info.inputs is None or info.variadic:
+                    raise
+                names = list(info.inputs)
             slots = inputs + [None] * builtins.max(0, len(names) - len(inputs))
             for k, v in named.items():
                 if k not in names:
@@ -341,6 +356,8 @@ def _setitem(self, key, value):
         return
     if isinstance(value, NDArray):
         if value.shape == target.shape:
+            if value.dtype != target.dtype:
+                value = value.astype(target.dtype)
             target._copy_from(value)
         else:
             target._set_numpy(value.asnumpy())

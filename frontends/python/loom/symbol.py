@@ -98,10 +98,19 @@ def Group(symbols):
     return Symbol._group(symbols)
 
 
-def _create(op_name, hint, args, kwargs, func_name="", param_names=()):
+def _create(op_name, hint, args, kwargs, func_name="", param_names=(), input_names=None):
     name = kwargs.pop("name", None)
     attr = kwargs.pop("attr", None)
     kwargs.pop("out", None)
+    if input_names and any(a is None for a in args[:len(input_names)]):
+        # MXNet's signatures: op(data, weight, bias, ...) where None leaves an input out
+        # (Convolution(x, w, None, no_bias=True)): give the inputs by name instead
+        for n, a in zip(input_names, args):
+            if a is not None:
+                if n in kwargs:
+                    raise TypeError("%s: got multiple values for argument '%s'" % (func_name, n))
+                kwargs[n] = a
+        args = tuple(args[len(input_names):])
     positional = []
     extra = []
     plist = [p for p in param_names if p not in ("name", "attr")] \
@@ -158,9 +167,10 @@ def _make_function(func_name, info):
     op_name = info.name
     hint = func_name.lower()
     param_names = tuple(info.param_names) if not info.variadic else frozenset(info.param_names)
+    input_names = list(info.inputs) if info.inputs and not info.variadic else None
 
     def fn(*args, **kwargs):
-        return _create(op_name, hint, args, kwargs, func_name, param_names)
+        return _create(op_name, hint, args, kwargs, func_name, param_names, input_names)
 
     return fn
 
@@ -194,17 +204,22 @@ def ones(shape, dtype=None, **kwargs):
 # operators on symbols: the op stored is the canonical one (elemwise_add), the automatic name
 # follows MXNet's _internal function (_plus0, _plusscalar0, ...)
 
+def _scalar(x):
+    # True/False as 1/0 (the op's scalar is a number)
+    return int(x) if isinstance(x, (bool, np.bool_)) else x
+
+
 def _arith(sym_op, sym_hint, scalar_op, scalar_hint, rscalar_op=None, rscalar_hint=None):
     def fwd(self, other):
         if isinstance(other, Symbol):
             return _create(sym_op, sym_hint, (self, other), {})
         if is_number(other):
-            return _create(scalar_op, scalar_hint, (self,), {"scalar": other})
+            return _create(scalar_op, scalar_hint, (self,), {"scalar": _scalar(other)})
         return NotImplemented
 
     def rev(self, other):
         if is_number(other):
-            return _create(rscalar_op, rscalar_hint, (self,), {"scalar": other})
+            return _create(rscalar_op, rscalar_hint, (self,), {"scalar": _scalar(other)})
         return NotImplemented
 
     return fwd, rev
