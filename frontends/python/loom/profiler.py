@@ -339,7 +339,7 @@ def _register(reg_name):
     base = _orig_register(reg_name)
 
     def do_register(prop_cls):
-        create = prop_cls.__dict__.get("create_operator")
+        create = getattr(prop_cls, "create_operator", None)
         if create is not None and not getattr(create, "_loom_profiled", False):
             def create_operator(self, ctx, in_shapes, in_dtypes):
                 return _wrap_custom(reg_name, create(self, ctx, in_shapes, in_dtypes))
