@@ -98,6 +98,9 @@ def base_env(side, shim, args):
     env["MXNET_MODULE_SEED"] = str(args.seed)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.pop("LOOM_SUITE_LEND_TEST_UTILS", None)
+    env.pop("LOOM_SUITE_LENIENT", None)
+    if side == "loom" and args.lenient:
+        env["LOOM_SUITE_LENIENT"] = "1"
     if side == "loom" and args.lend_test_utils:
         env["LOOM_SUITE_LEND_TEST_UTILS"] = os.path.join(args.src, "python", "mxnet",
                                                          "test_utils.py")
@@ -352,6 +355,10 @@ def main():
     ap.add_argument("--report", help="write a markdown report here (and .json beside it)")
     ap.add_argument("--lend-test-utils", action="store_true",
                     help="diagnosis only: lend MXNet's own test_utils.py to the Loom side")
+    ap.add_argument("--lenient", action="store_true",
+                    help="diagnosis only: names and modules loom lacks become placeholders "
+                         "(a missing decorator leaves the function alone), so files blocked "
+                         "at import show their other failures")
     ap.add_argument("--refresh-oracle", action="store_true", help="ignore cached MXNet results")
     ap.add_argument("--all", action="store_true",
                     help="also run on Loom the tests that do not pass on MXNet")
@@ -395,7 +402,7 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             return subprocess.run(cmd, cwd=tmp, env=lenv).returncode
     mx_ops = mxnet_op_names(args.oracle_python)
-    mode = "lent-test-utils" if args.lend_test_utils else "loom"
+    mode = "lent-test-utils" if args.lend_test_utils else ("lenient" if args.lenient else "loom")
 
     results = {}
     t_start = time.time()
@@ -505,8 +512,10 @@ def report(results, args, mode, seconds):
         rows.append((name, len(passing), len(lp), oos, pct, top))
 
     title = "MXNet 1.9.1 unit tests on Loom"
-    if mode != "loom":
+    if mode == "lent-test-utils":
         title += " -- DIAGNOSIS with MXNet's own test_utils.py lent (not the headline number)"
+    elif mode != "loom":
+        title += " -- DIAGNOSIS with placeholders for missing names (not the headline number)"
     lines = ["# " + title, "",
              "| file | MXNet-passing | Loom-passing | out of scope | % | top failure reasons |",
              "|---|---:|---:|---:|---:|---|"]
