@@ -48,6 +48,12 @@ def test_get_children_of_groups_and_variables(mx):
     assert kids.list_outputs() == ["fc1_output", "fc2_weight", "fc2_bias"]
     assert kids.get_children().list_outputs() == ["data", "fc1_weight", "fc1_bias"]
     assert kids["fc2_weight"].get_children() is None
+    # the outputs of one multi-output node count once
+    sliced = mx.sym.SliceChannel(data, num_outputs=3, name="slice")
+    assert sliced.get_children().list_outputs() == ["data"]
+    concat = mx.sym.Concat(*list(sliced))
+    assert concat.get_children().list_outputs() == ["slice_output0", "slice_output1",
+                                                    "slice_output2"]
 
 
 def test_bool_and_abs(mx):

@@ -297,9 +297,13 @@ def _get_children(self):
     every output's node, in order); None when there are none (variables)."""
     if self._num_outputs == 1:
         return _cpp_get_children(self)
-    kids = []
+    kids, seen = [], set()
     for i in range(self._num_outputs):
-        c = _cpp_get_children(self._output(i))
+        out = self._output(i)
+        if out.name in seen:        # another output of a node already visited
+            continue
+        seen.add(out.name)
+        c = _cpp_get_children(out)
         if c is not None:
             kids.extend(c[j] for j in range(len(c)))
     return Group(kids) if kids else None
