@@ -1,5 +1,6 @@
 // Element-wise math shared by the CPU loops and the CUDA kernels: each functor is a
-// __host__ __device__ struct, so the CPU tests cover the GPU's arithmetic too.
+// __host__ __device__ struct, so the CPU tests cover the GPU's arithmetic too. Its functions
+// are templates on the element type (float, or double for float64 arrays on the CPU).
 #pragma once
 
 #include <cmath>
@@ -12,227 +13,349 @@
 
 namespace loom::math {
 
+// Overloads picking the float or double C function, so each functor below is a template
+// on its element type T (float on the GPU; float or double on the CPU).
+namespace fn {
+#define LOOM_MATH_FN1(name)                                  \
+  LOOM_HD float name(float x) { return ::name##f(x); }      \
+  LOOM_HD double name(double x) { return ::name(x); }
+LOOM_MATH_FN1(exp) LOOM_MATH_FN1(log) LOOM_MATH_FN1(tanh) LOOM_MATH_FN1(log1p)
+LOOM_MATH_FN1(expm1) LOOM_MATH_FN1(sqrt) LOOM_MATH_FN1(fabs) LOOM_MATH_FN1(floor)
+LOOM_MATH_FN1(ceil) LOOM_MATH_FN1(round) LOOM_MATH_FN1(rint) LOOM_MATH_FN1(trunc)
+LOOM_MATH_FN1(sin) LOOM_MATH_FN1(cos) LOOM_MATH_FN1(tan) LOOM_MATH_FN1(asin)
+LOOM_MATH_FN1(acos) LOOM_MATH_FN1(atan) LOOM_MATH_FN1(sinh) LOOM_MATH_FN1(cosh)
+LOOM_MATH_FN1(asinh) LOOM_MATH_FN1(acosh) LOOM_MATH_FN1(atanh) LOOM_MATH_FN1(log2)
+LOOM_MATH_FN1(log10) LOOM_MATH_FN1(cbrt) LOOM_MATH_FN1(erf)
+#undef LOOM_MATH_FN1
+LOOM_HD float pow(float a, float b) { return ::powf(a, b); }
+LOOM_HD double pow(double a, double b) { return ::pow(a, b); }
+}  // namespace fn
+
 // ---- unary: y = f(x); grad: dx = g * d(x, y) ----
 struct Identity {
-  LOOM_HD static float f(float x) { return x; }
-  LOOM_HD static float d(float, float) { return 1.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return x; }
+  template <class T>
+  LOOM_HD static T d(T, T) { return T(1.); }
 };
 struct Negative {
-  LOOM_HD static float f(float x) { return -x; }
-  LOOM_HD static float d(float, float) { return -1.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return -x; }
+  template <class T>
+  LOOM_HD static T d(T, T) { return -T(1.); }
 };
 struct Relu {
-  LOOM_HD static float f(float x) { return x > 0.f ? x : 0.f; }
-  LOOM_HD static float d(float x, float) { return x > 0.f ? 1.f : 0.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return x > T(0.) ? x : T(0.); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return x > T(0.) ? T(1.) : T(0.); }
 };
 struct Sigmoid {
-  LOOM_HD static float f(float x) { return 1.f / (1.f + expf(-x)); }
-  LOOM_HD static float d(float, float y) { return y * (1.f - y); }
+  template <class T>
+  LOOM_HD static T f(T x) { return T(1.) / (T(1.) + fn::exp(-x)); }
+  template <class T>
+  LOOM_HD static T d(T, T y) { return y * (T(1.) - y); }
 };
 struct Tanh {
-  LOOM_HD static float f(float x) { return tanhf(x); }
-  LOOM_HD static float d(float, float y) { return 1.f - y * y; }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::tanh(x); }
+  template <class T>
+  LOOM_HD static T d(T, T y) { return T(1.) - y * y; }
 };
 struct SoftRelu {  // log(1 + e^x), x for x > 20 as MXNet
-  LOOM_HD static float f(float x) { return x > 20.f ? x : log1pf(expf(x)); }
-  LOOM_HD static float d(float x, float) { return 1.f / (1.f + expf(-x)); }
+  template <class T>
+  LOOM_HD static T f(T x) { return x > T(20.) ? x : fn::log1p(fn::exp(x)); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(1.) / (T(1.) + fn::exp(-x)); }
 };
 struct SoftSign {
-  LOOM_HD static float f(float x) { return x / (1.f + fabsf(x)); }
-  LOOM_HD static float d(float x, float) {
-    float a = 1.f + fabsf(x);
-    return 1.f / (a * a);
+  template <class T>
+  LOOM_HD static T f(T x) { return x / (T(1.) + fn::fabs(x)); }
+  template <class T>
+  LOOM_HD static T d(T x, T) {
+    T a = T(1.) + fn::fabs(x);
+    return T(1.) / (a * a);
   }
 };
 struct Exp {
-  LOOM_HD static float f(float x) { return expf(x); }
-  LOOM_HD static float d(float, float y) { return y; }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::exp(x); }
+  template <class T>
+  LOOM_HD static T d(T, T y) { return y; }
 };
 struct Log {
-  LOOM_HD static float f(float x) { return logf(x); }
-  LOOM_HD static float d(float x, float) { return 1.f / x; }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::log(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(1.) / x; }
 };
 struct Sqrt {
-  LOOM_HD static float f(float x) { return sqrtf(x); }
-  LOOM_HD static float d(float, float y) { return 0.5f / y; }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::sqrt(x); }
+  template <class T>
+  LOOM_HD static T d(T, T y) { return T(0.5) / y; }
 };
 struct Square {
-  LOOM_HD static float f(float x) { return x * x; }
-  LOOM_HD static float d(float x, float) { return 2.f * x; }
+  template <class T>
+  LOOM_HD static T f(T x) { return x * x; }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(2.) * x; }
 };
 struct Abs {
-  LOOM_HD static float f(float x) { return fabsf(x); }
-  LOOM_HD static float d(float x, float) { return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::fabs(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return x > T(0.) ? T(1.) : (x < T(0.) ? -T(1.) : T(0.)); }
 };
 
 struct Rsqrt {
-  LOOM_HD static float f(float x) { return 1.f / sqrtf(x); }
-  LOOM_HD static float d(float, float y) { return -0.5f * y * y * y; }
+  template <class T>
+  LOOM_HD static T f(T x) { return T(1.) / fn::sqrt(x); }
+  template <class T>
+  LOOM_HD static T d(T, T y) { return -T(0.5) * y * y * y; }
 };
 struct Reciprocal {
-  LOOM_HD static float f(float x) { return 1.f / x; }
-  LOOM_HD static float d(float, float y) { return -y * y; }
+  template <class T>
+  LOOM_HD static T f(T x) { return T(1.) / x; }
+  template <class T>
+  LOOM_HD static T d(T, T y) { return -y * y; }
 };
 struct Log1p {
-  LOOM_HD static float f(float x) { return log1pf(x); }
-  LOOM_HD static float d(float x, float) { return 1.f / (1.f + x); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::log1p(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(1.) / (T(1.) + x); }
 };
 struct Expm1 {
-  LOOM_HD static float f(float x) { return expm1f(x); }
-  LOOM_HD static float d(float, float y) { return y + 1.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::expm1(x); }
+  template <class T>
+  LOOM_HD static T d(T, T y) { return y + T(1.); }
 };
 // Piecewise-constant functions: the gradient is zero everywhere it exists.
 struct Sign {
-  LOOM_HD static float f(float x) { return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f); }
-  LOOM_HD static float d(float, float) { return 0.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return x > T(0.) ? T(1.) : (x < T(0.) ? -T(1.) : T(0.)); }
+  template <class T>
+  LOOM_HD static T d(T, T) { return T(0.); }
 };
 struct Floor {
-  LOOM_HD static float f(float x) { return floorf(x); }
-  LOOM_HD static float d(float, float) { return 0.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::floor(x); }
+  template <class T>
+  LOOM_HD static T d(T, T) { return T(0.); }
 };
 struct Ceil {
-  LOOM_HD static float f(float x) { return ceilf(x); }
-  LOOM_HD static float d(float, float) { return 0.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::ceil(x); }
+  template <class T>
+  LOOM_HD static T d(T, T) { return T(0.); }
 };
 struct Round {  // half away from zero, as MXNet's round
-  LOOM_HD static float f(float x) { return roundf(x); }
-  LOOM_HD static float d(float, float) { return 0.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::round(x); }
+  template <class T>
+  LOOM_HD static T d(T, T) { return T(0.); }
 };
 struct Rint {  // to the nearest integer, ties to even (the default rounding mode)
-  LOOM_HD static float f(float x) { return rintf(x); }
-  LOOM_HD static float d(float, float) { return 0.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::rint(x); }
+  template <class T>
+  LOOM_HD static T d(T, T) { return T(0.); }
 };
 struct Trunc {  // toward zero (MXNet's trunc and fix)
-  LOOM_HD static float f(float x) { return truncf(x); }
-  LOOM_HD static float d(float, float) { return 0.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::trunc(x); }
+  template <class T>
+  LOOM_HD static T d(T, T) { return T(0.); }
 };
 
 // Trigonometric and hyperbolic functions and their inverses, as MXNet's mshadow_op.
 struct Sin {
-  LOOM_HD static float f(float x) { return sinf(x); }
-  LOOM_HD static float d(float x, float) { return cosf(x); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::sin(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return fn::cos(x); }
 };
 struct Cos {
-  LOOM_HD static float f(float x) { return cosf(x); }
-  LOOM_HD static float d(float x, float) { return -sinf(x); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::cos(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return -fn::sin(x); }
 };
 struct Tan {
-  LOOM_HD static float f(float x) { return tanf(x); }
-  LOOM_HD static float d(float, float y) { return 1.f + y * y; }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::tan(x); }
+  template <class T>
+  LOOM_HD static T d(T, T y) { return T(1.) + y * y; }
 };
 struct Arcsin {
-  LOOM_HD static float f(float x) { return asinf(x); }
-  LOOM_HD static float d(float x, float) { return 1.f / sqrtf(1.f - x * x); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::asin(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(1.) / fn::sqrt(T(1.) - x * x); }
 };
 struct Arccos {
-  LOOM_HD static float f(float x) { return acosf(x); }
-  LOOM_HD static float d(float x, float) { return -1.f / sqrtf(1.f - x * x); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::acos(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return -T(1.) / fn::sqrt(T(1.) - x * x); }
 };
 struct Arctan {
-  LOOM_HD static float f(float x) { return atanf(x); }
-  LOOM_HD static float d(float x, float) { return 1.f / (1.f + x * x); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::atan(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(1.) / (T(1.) + x * x); }
 };
 struct Sinh {
-  LOOM_HD static float f(float x) { return sinhf(x); }
-  LOOM_HD static float d(float x, float) { return coshf(x); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::sinh(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return fn::cosh(x); }
 };
 struct Cosh {
-  LOOM_HD static float f(float x) { return coshf(x); }
-  LOOM_HD static float d(float x, float) { return sinhf(x); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::cosh(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return fn::sinh(x); }
 };
 struct Arcsinh {
-  LOOM_HD static float f(float x) { return asinhf(x); }
-  LOOM_HD static float d(float x, float) { return 1.f / sqrtf(x * x + 1.f); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::asinh(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(1.) / fn::sqrt(x * x + T(1.)); }
 };
 struct Arccosh {
-  LOOM_HD static float f(float x) { return acoshf(x); }
-  LOOM_HD static float d(float x, float) { return 1.f / sqrtf(x * x - 1.f); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::acosh(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(1.) / fn::sqrt(x * x - T(1.)); }
 };
 struct Arctanh {
-  LOOM_HD static float f(float x) { return atanhf(x); }
-  LOOM_HD static float d(float x, float) { return 1.f / (1.f - x * x); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::atanh(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(1.) / (T(1.) - x * x); }
 };
 struct Degrees {
-  LOOM_HD static float f(float x) { return x * (180.f / 3.14159265358979323846f); }
-  LOOM_HD static float d(float, float) { return 180.f / 3.14159265358979323846f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return x * (T(180.) / T(3.14159265358979323846)); }
+  template <class T>
+  LOOM_HD static T d(T, T) { return T(180.) / T(3.14159265358979323846); }
 };
 struct Radians {
-  LOOM_HD static float f(float x) { return x * (3.14159265358979323846f / 180.f); }
-  LOOM_HD static float d(float, float) { return 3.14159265358979323846f / 180.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return x * (T(3.14159265358979323846) / T(180.)); }
+  template <class T>
+  LOOM_HD static T d(T, T) { return T(3.14159265358979323846) / T(180.); }
 };
 
 // Further exponents, logarithms and roots.
 struct Log2 {
-  LOOM_HD static float f(float x) { return log2f(x); }
-  LOOM_HD static float d(float x, float) { return 1.f / (x * 0.69314718055994530942f); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::log2(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(1.) / (x * T(0.69314718055994530942)); }
 };
 struct Log10 {
-  LOOM_HD static float f(float x) { return log10f(x); }
-  LOOM_HD static float d(float x, float) { return 1.f / (x * 2.30258509299404568402f); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::log10(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(1.) / (x * T(2.30258509299404568402)); }
 };
 struct Cbrt {
-  LOOM_HD static float f(float x) { return cbrtf(x); }
-  LOOM_HD static float d(float, float y) { return 1.f / (3.f * y * y); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::cbrt(x); }
+  template <class T>
+  LOOM_HD static T d(T, T y) { return T(1.) / (T(3.) * y * y); }
 };
 struct Rcbrt {  // x^(-1/3); its derivative -x^(-4/3)/3 is -y^4/3
-  LOOM_HD static float f(float x) { return 1.f / cbrtf(x); }
-  LOOM_HD static float d(float, float y) { return -(y * y) * (y * y) / 3.f; }
+  template <class T>
+  LOOM_HD static T f(T x) { return T(1.) / fn::cbrt(x); }
+  template <class T>
+  LOOM_HD static T d(T, T y) { return -(y * y) * (y * y) / T(3.); }
 };
 struct Erf {
-  LOOM_HD static float f(float x) { return erff(x); }
-  LOOM_HD static float d(float x, float) { return 1.12837916709551257390f * expf(-x * x); }
+  template <class T>
+  LOOM_HD static T f(T x) { return fn::erf(x); }
+  template <class T>
+  LOOM_HD static T d(T x, T) { return T(1.12837916709551257390) * fn::exp(-x * x); }
 };
 
 // ---- binary: z = f(a, b); grads: da = g * da(a, b), db = g * db(a, b) ----
 struct Add {
-  LOOM_HD static float f(float a, float b) { return a + b; }
-  LOOM_HD static float da(float, float) { return 1.f; }
-  LOOM_HD static float db(float, float) { return 1.f; }
+  template <class T>
+  LOOM_HD static T f(T a, T b) { return a + b; }
+  template <class T>
+  LOOM_HD static T da(T, T) { return T(1.); }
+  template <class T>
+  LOOM_HD static T db(T, T) { return T(1.); }
 };
 struct Sub {
-  LOOM_HD static float f(float a, float b) { return a - b; }
-  LOOM_HD static float da(float, float) { return 1.f; }
-  LOOM_HD static float db(float, float) { return -1.f; }
+  template <class T>
+  LOOM_HD static T f(T a, T b) { return a - b; }
+  template <class T>
+  LOOM_HD static T da(T, T) { return T(1.); }
+  template <class T>
+  LOOM_HD static T db(T, T) { return -T(1.); }
 };
 struct Mul {
-  LOOM_HD static float f(float a, float b) { return a * b; }
-  LOOM_HD static float da(float, float b) { return b; }
-  LOOM_HD static float db(float a, float) { return a; }
+  template <class T>
+  LOOM_HD static T f(T a, T b) { return a * b; }
+  template <class T>
+  LOOM_HD static T da(T, T b) { return b; }
+  template <class T>
+  LOOM_HD static T db(T a, T) { return a; }
 };
 struct Div {
-  LOOM_HD static float f(float a, float b) { return a / b; }
-  LOOM_HD static float da(float, float b) { return 1.f / b; }
-  LOOM_HD static float db(float a, float b) { return -a / (b * b); }
+  template <class T>
+  LOOM_HD static T f(T a, T b) { return a / b; }
+  template <class T>
+  LOOM_HD static T da(T, T b) { return T(1.) / b; }
+  template <class T>
+  LOOM_HD static T db(T a, T b) { return -a / (b * b); }
 };
 struct Power {
-  LOOM_HD static float f(float a, float b) { return powf(a, b); }
-  LOOM_HD static float da(float a, float b) { return b * powf(a, b - 1.f); }
-  LOOM_HD static float db(float a, float b) { return powf(a, b) * logf(a); }
+  template <class T>
+  LOOM_HD static T f(T a, T b) { return fn::pow(a, b); }
+  template <class T>
+  LOOM_HD static T da(T a, T b) { return b * fn::pow(a, b - T(1.)); }
+  template <class T>
+  LOOM_HD static T db(T a, T b) { return fn::pow(a, b) * fn::log(a); }
 };
 // Ties send the gradient to the left operand, as MXNet (ge / lt and le / gt).
 struct Maximum {
-  LOOM_HD static float f(float a, float b) { return a > b ? a : b; }
-  LOOM_HD static float da(float a, float b) { return a >= b ? 1.f : 0.f; }
-  LOOM_HD static float db(float a, float b) { return a < b ? 1.f : 0.f; }
+  template <class T>
+  LOOM_HD static T f(T a, T b) { return a > b ? a : b; }
+  template <class T>
+  LOOM_HD static T da(T a, T b) { return a >= b ? T(1.) : T(0.); }
+  template <class T>
+  LOOM_HD static T db(T a, T b) { return a < b ? T(1.) : T(0.); }
 };
 struct Minimum {
-  LOOM_HD static float f(float a, float b) { return a < b ? a : b; }
-  LOOM_HD static float da(float a, float b) { return a <= b ? 1.f : 0.f; }
-  LOOM_HD static float db(float a, float b) { return a > b ? 1.f : 0.f; }
+  template <class T>
+  LOOM_HD static T f(T a, T b) { return a < b ? a : b; }
+  template <class T>
+  LOOM_HD static T da(T a, T b) { return a <= b ? T(1.) : T(0.); }
+  template <class T>
+  LOOM_HD static T db(T a, T b) { return a > b ? T(1.) : T(0.); }
 };
 
 /// smooth_l1 with sigma b: 0.5 (b a)^2 where |a| < 1/b^2, else |a| - 0.5/b^2 (Fast R-CNN's
 /// box loss). Only the data operand is differentiated.
 struct SmoothL1 {
-  LOOM_HD static float f(float a, float b) {
-    const float b2 = b * b, ax = fabsf(a);
-    return ax < 1.f / b2 ? 0.5f * b2 * a * a : ax - 0.5f / b2;
+  template <class T>
+  LOOM_HD static T f(T a, T b) {
+    const T b2 = b * b, ax = fn::fabs(a);
+    return ax < T(1.) / b2 ? T(0.5) * b2 * a * a : ax - T(0.5) / b2;
   }
-  LOOM_HD static float da(float a, float b) {
-    const float b2 = b * b;
-    return fabsf(a) < 1.f / b2 ? b2 * a : (a > 0.f ? 1.f : -1.f);
+  template <class T>
+  LOOM_HD static T da(T a, T b) {
+    const T b2 = b * b;
+    return fn::fabs(a) < T(1.) / b2 ? b2 * a : (a > T(0.) ? T(1.) : -T(1.));
   }
-  LOOM_HD static float db(float, float) { return 0.f; }
+  template <class T>
+  LOOM_HD static T db(T, T) { return T(0.); }
 };
 
 /// Applies an output request: kWrite/kInplace store, kAdd accumulates.

@@ -1,5 +1,7 @@
 #include "runtime/ndarray.h"
 
+#include "runtime/dtype_traits.h"
+
 #include <vector>
 
 namespace loom {
@@ -86,22 +88,17 @@ void NDArray::zero() const {
 }
 
 namespace {
-template <class T>
-void fill_host(void* p, int64_t n, double v) {
-  T* d = static_cast<T*>(p);
-  for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(v);
-}
 void fill_typed(void* p, int64_t n, DType t, double v) {
-  switch (t) {
-    case DType::kFloat32: fill_host<float>(p, n, v); break;
-    case DType::kFloat64: fill_host<double>(p, n, v); break;
-    case DType::kInt32: fill_host<int32_t>(p, n, v); break;
-    case DType::kInt64: fill_host<int64_t>(p, n, v); break;
-    case DType::kUint8: fill_host<uint8_t>(p, n, v); break;
-    case DType::kInt8: fill_host<int8_t>(p, n, v); break;
-    case DType::kBool: fill_host<uint8_t>(p, n, v != 0); break;
-    default: throw Error(std::string("fill: unsupported dtype ") + dtype_name(t));
-  }
+  // The value converts as Cast would (MXNet: full(300, int8) is 44, full(-1, uint8) 255).
+  dispatch_dtype(
+      t,
+      [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T x = convert_value<T>(v);
+        T* d = static_cast<T*>(p);
+        for (int64_t i = 0; i < n; ++i) d[i] = x;
+      },
+      "fill");
 }
 }  // namespace
 
@@ -125,6 +122,7 @@ double NDArray::at(int64_t i) const {
     case DType::kInt64: return static_cast<double>(cdata<int64_t>()[i]);
     case DType::kUint8: case DType::kBool: return cdata<uint8_t>()[i];
     case DType::kInt8: return cdata<int8_t>()[i];
+    case DType::kFloat16: return half_bits_to_float(cdata<uint16_t>()[i]);
     default: throw Error(std::string("at: unsupported dtype ") + dtype_name(dtype_));
   }
 }

@@ -2,7 +2,7 @@
 // gradient over the axes it was broadcast along.
 #include "ops/elemwise_math.h"
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -16,34 +16,86 @@ template <class F>
 class BroadcastKernel final : public Kernel {
  public:
   explicit BroadcastKernel(const KernelArgs& a)
-      : plan_(tensor::make_bcast_plan(a.in_shapes[0], a.in_shapes[1], a.out_shapes[0])) {
-    tensor::check_f32(a);
+      : plan_(tensor::make_bcast_plan(a.in_shapes[0], a.in_shapes[1], a.out_shapes[0])),
+        t_(tensor::check_dtypes(a, tensor::kNumericDTypes)),
+        what_(tensor::node_label(a)) {
     const Shape& out = a.out_shapes[0];
     for (int k = 0; k < 2; ++k) {
       Shape s = tensor::pad_shape(a.in_shapes[k], out.ndim());
       reduce_[k] = s != out;
       if (reduce_[k]) red_[k] = tensor::make_reduce_plan(out, s);
     }
-    if (reduce_[0] || reduce_[1]) ws_ = static_cast<size_t>(out.numel()) * sizeof(float);
+    // Gradient scratch in the compute type (double for float64, else float).
+    if ((reduce_[0] || reduce_[1]) && dtype_is_float(t_))
+      ws_ = static_cast<size_t>(out.numel()) * (t_ == DType::kFloat64 ? 8 : 4);
   }
   size_t workspace_bytes() const override { return ws_; }
 
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float *a = in[0].data<float>(), *b = in[1].data<float>();
-    float* y = out[0].data<float>();
-    if (req[0] == Req::kAdd)
-      tensor::bcast_for(plan_,
-                        [=](int64_t o, int64_t ia, int64_t ib) { y[o] += F::f(a[ia], b[ib]); });
-    else
-      tensor::bcast_for(plan_,
-                        [=](int64_t o, int64_t ia, int64_t ib) { y[o] = F::f(a[ia], b[ib]); });
+    tensor::dispatch_numeric(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *a = in[0].data<T>(), *b = in[1].data<T>();
+      T* y = out[0].data<T>();
+      if (req[0] == Req::kAdd)
+        tensor::bcast_for(plan_, [=](int64_t o, int64_t ia, int64_t ib) {
+          y[o] = tensor::add_value<T>(y[o], tensor::binary_value<F>(a[ia], b[ib]));
+        });
+      else
+        tensor::bcast_for(plan_, [=](int64_t o, int64_t ia, int64_t ib) {
+          y[o] = tensor::binary_value<F>(a[ia], b[ib]);
+        });
+    }, what_);
   }
 
   void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, float>)
+        backward_f32(ctx, og, in, req, ig);
+      else
+        backward_t<T>(ctx, og, in, req, ig);
+    }, what_);
+  }
+
+ private:
+  template <class T>
+  void backward_t(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                  std::span<const Req> req, std::span<const NDArray> ig) {
+    using C = compute_t<T>;
+    const T* g = og[0].data<T>();
+    C* tmp = static_cast<C*>(ctx.workspace);
+    const auto a = tensor::reader<T>(in[0]);
+    const auto b = tensor::reader<T>(in[1]);
+    for (int k = 0; k < 2; ++k) {
+      if (req[k] == Req::kNull) continue;
+      T* dst = ig[k].data<T>();
+      auto grad = [&](int64_t o, int64_t ia, int64_t ib) -> C {
+        return tensor::to_c(g[o]) * (k == 0 ? F::da(a[ia], b[ib]) : F::db(a[ia], b[ib]));
+      };
+      if (!reduce_[k]) {
+        if (req[k] == Req::kAdd)
+          tensor::bcast_for(plan_, [&](int64_t o, int64_t ia, int64_t ib) {
+            dst[o] = tensor::add_value<T>(dst[o], tensor::from_c<T>(grad(o, ia, ib)));
+          });
+        else
+          tensor::bcast_for(plan_, [&](int64_t o, int64_t ia, int64_t ib) {
+            dst[o] = tensor::from_c<T>(grad(o, ia, ib));
+          });
+      } else {
+        tensor::bcast_for(plan_,
+                          [&](int64_t o, int64_t ia, int64_t ib) { tmp[o] = grad(o, ia, ib); });
+        tensor::reduce_t(
+            red_[k], tmp, dst, req[k], 0.0, [](double acc, C v) { return acc + v; },
+            [](double acc) { return convert_value<T>(acc); });
+      }
+    }
+  }
+  void backward_f32(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                    std::span<const Req> req, std::span<const NDArray> ig) {
     const float* g = og[0].data<float>();
     float* tmp = static_cast<float*>(ctx.workspace);
     tensor::with_readers(
@@ -71,8 +123,9 @@ class BroadcastKernel final : public Kernel {
         });
   }
 
- private:
   tensor::BcastPlan plan_;
+  DType t_;
+  std::string what_;
   bool reduce_[2] = {false, false};
   tensor::ReducePlan red_[2];
   size_t ws_ = 0;

@@ -3,7 +3,7 @@
 #include <type_traits>
 
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -16,74 +16,32 @@ const auto kCastSchema =
         .required("dtype", &CastParam::dtype, "Output type (float32, float64, int32, ...).")
         .check([](CastParam& p) { dtype_from_string(p.dtype); });
 
-/// Calls fn(T{}) with T the C++ type of `t`; throws for types the CPU cast does not handle.
-template <class Fn>
-void dispatch(DType t, Fn fn) {
-  switch (t) {
-    case DType::kFloat32:
-      return fn(float{});
-    case DType::kFloat64:
-      return fn(double{});
-    case DType::kInt32:
-      return fn(int32_t{});
-    case DType::kInt64:
-      return fn(int64_t{});
-    case DType::kUint8:
-      return fn(uint8_t{});
-    case DType::kInt8:
-      return fn(int8_t{});
-    default:
-      throw Error(std::string("Cast: unsupported dtype ") + dtype_name(t));
-  }
-}
-
-/// static_cast<D>(v), except that a floating value an integer type cannot hold (where the
-/// cast is undefined) saturates to D's limits and NaN becomes 0.
-template <class D, class S>
-D cast_value(S v) {
-  if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
-    if (!(v == v)) return D{0};
-    if (v <= static_cast<S>(std::numeric_limits<D>::lowest())) return std::numeric_limits<D>::lowest();
-    // max() of a 64-bit type rounds up to 2^63 (or 2^64) as a float: compare with >=.
-    if (v >= static_cast<S>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
-  }
-  return static_cast<D>(v);
-}
-
-/// d + v in D; integer sums wrap (two's complement) instead of overflowing.
-template <class D>
-D add_value(D d, D v) {
-  if constexpr (std::is_integral_v<D> && !std::is_same_v<D, bool>) {
-    using U = std::make_unsigned_t<D>;
-    return static_cast<D>(static_cast<U>(static_cast<U>(d) + static_cast<U>(v)));
-  } else {
-    return static_cast<D>(d + v);
-  }
-}
-
-/// dst = cast_value(src) with req (kAdd accumulates in the destination type).
+/// dst = convert_value(src) with req (kAdd accumulates in the destination type).
 void convert(const NDArray& src, const NDArray& dst, Req req) {
   if (req == Req::kNull) return;
   const int64_t n = src.size();
-  dispatch(src.dtype(), [&](auto s0) {
-    dispatch(dst.dtype(), [&](auto d0) {
-      using S = decltype(s0);
-      using D = decltype(d0);
+  dispatch_dtype(src.dtype(), [&](auto st) {
+    dispatch_dtype(dst.dtype(), [&](auto dt) {
+      using S = typename decltype(st)::type;
+      using D = typename decltype(dt)::type;
       const S* s = src.data<S>();
       D* d = dst.data<D>();
       if (req == Req::kAdd)
-        tensor::for_each(n, [=](int64_t i) { d[i] = add_value<D>(d[i], cast_value<D>(s[i])); });
+        tensor::for_each(n, [=](int64_t i) {
+          d[i] = tensor::add_value<D>(d[i], convert_value<D>(s[i]));
+        });
       else if (static_cast<const void*>(s) != static_cast<void*>(d))
-        tensor::for_each(n, [=](int64_t i) { d[i] = cast_value<D>(s[i]); });
-    });
-  });
+        tensor::for_each(n, [=](int64_t i) { d[i] = convert_value<D>(s[i]); });
+    }, "Cast");
+  }, "Cast");
 }
 
 class CastKernel final : public Kernel {
  public:
   explicit CastKernel(const KernelArgs& a) {
-    dispatch(a.in_types[0], [](auto) {});  // fail at bind time for unsupported types
-    dispatch(a.out_types[0], [](auto) {});
+    // Fail at bind time for unsupported types.
+    dispatch_dtype(a.in_types[0], [](auto) {}, tensor::node_label(a));
+    dispatch_dtype(a.out_types[0], [](auto) {}, tensor::node_label(a));
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
@@ -97,7 +55,10 @@ class CastKernel final : public Kernel {
 };
 
 LOOM_REGISTER_OP("Cast")
-    .describe("Casts the input to dtype; floats out of an integer type's range saturate, NaN becomes 0.")
+    .describe(
+        "Casts the input to dtype as MXNet: floats truncate toward zero; out of int32/int64 "
+        "range they saturate (NaN becomes 0), into int8/uint8 they wrap through int32; "
+        "float16 rounds to nearest even.")
     .alias("cast")
     .params(kCastSchema)
     .type_fn([](const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {

@@ -2,21 +2,13 @@
 #include <cstring>
 
 #include "ops/op.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
 
 void copy_with_req(const NDArray& dst, const NDArray& src, Req req) {
-  if (req == Req::kNull) return;
-  const float* s = src.data<float>();
-  float* d = dst.data<float>();
-  int64_t n = src.size();
-  if (req == Req::kAdd) {
-#pragma omp parallel for simd if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
-  } else if (d != s) {
-    std::memcpy(d, s, src.nbytes());
-  }
+  tensor::copy_req_any(dst, src, req);  // any dtype: integers wrap, float16 rounds
 }
 
 class CopyKernel final : public Kernel {

@@ -3,7 +3,7 @@
 
 #include "ops/elemwise_math.h"
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -12,20 +12,52 @@ using tensor::write;
 template <class F>
 class BinaryKernel final : public Kernel {
  public:
-  explicit BinaryKernel(const KernelArgs& a) { tensor::check_f32(a); }
+  explicit BinaryKernel(const KernelArgs& a)
+      : t_(tensor::check_dtypes(a, tensor::kNumericDTypes)), what_(tensor::node_label(a)) {}
   // elemwise_add: a producer of one operand may accumulate into the other (Kernel::fuse_sum).
-  bool is_binary_sum() const override { return std::is_same_v<F, math::Add>; }
+  bool is_binary_sum() const override {
+    return std::is_same_v<F, math::Add> && t_ == DType::kFloat32;
+  }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const float *a = in[0].data<float>(), *b = in[1].data<float>();
-    write(out[0].data<float>(), req[0], out[0].size(), [=](int64_t i) { return F::f(a[i], b[i]); });
+    tensor::dispatch_numeric(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *a = in[0].data<T>(), *b = in[1].data<T>();
+      tensor::write_t<T>(out[0].data<T>(), req[0], out[0].size(),
+                         [=](int64_t i) { return tensor::binary_value<F>(a[i], b[i]); });
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull && req[1] == Req::kNull) return;
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, float>) {
+        backward_f32(og, in, req, ig);
+      } else {
+        const T* g = og[0].data<T>();
+        const int64_t n = og[0].size();
+        // Add/Sub declare no input dependency: their arrays are none and read as zero.
+        const auto a = tensor::reader<T>(in[0]);
+        const auto b = tensor::reader<T>(in[1]);
+        if (req[0] != Req::kNull)
+          tensor::write_t<T>(ig[0].data<T>(), req[0], n, [&](int64_t i) {
+            return tensor::from_c<T>(tensor::to_c(g[i]) * F::da(a[i], b[i]));
+          });
+        if (req[1] != Req::kNull)
+          tensor::write_t<T>(ig[1].data<T>(), req[1], n, [&](int64_t i) {
+            return tensor::from_c<T>(tensor::to_c(g[i]) * F::db(a[i], b[i]));
+          });
+      }
+    }, what_);
+  }
+
+ private:
+  void backward_f32(std::span<const NDArray> og, std::span<const NDArray> in,
+                    std::span<const Req> req, std::span<const NDArray> ig) {
     const float* g = og[0].data<float>();
     const int64_t n = og[0].size();
-    // Add/Sub declare no input dependency: their arrays are none and read as zero.
     tensor::with_readers(tensor::ptr_or_null(in[0]), tensor::ptr_or_null(in[1]),
                          [&](auto a, auto b) {
                            if (req[0] != Req::kNull)
@@ -36,6 +68,8 @@ class BinaryKernel final : public Kernel {
                                    [&](int64_t i) { return g[i] * F::db(a[i], b[i]); });
                          });
   }
+  DType t_;
+  std::string what_;
 };
 
 template <class F>
@@ -91,30 +125,37 @@ std::vector<std::string> arg_names(int n) {
 
 class AddNKernel final : public Kernel {
  public:
-  explicit AddNKernel(const KernelArgs& a) { tensor::check_f32(a); }
+  explicit AddNKernel(const KernelArgs& a)
+      : t_(tensor::check_dtypes(a, tensor::kNumericDTypes)), what_(tensor::node_label(a)) {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    float* y = out[0].data<float>();
-    const int64_t n = out[0].size();
-    // Pairwise passes keep each loop simple; the first pass honours req (and in-place).
-    const float* a = in[0].data<float>();
     if (in.size() == 1) {
-      tensor::copy_req(out[0], in[0], req[0]);
+      tensor::copy_req_any(out[0], in[0], req[0]);
       return;
     }
-    const float* b = in[1].data<float>();
-    write(y, req[0], n, [=](int64_t i) { return a[i] + b[i]; });
-    for (size_t k = 2; k < in.size(); ++k) {
-      const float* c = in[k].data<float>();
-      write(y, Req::kAdd, n, [=](int64_t i) { return c[i]; });
-    }
+    tensor::dispatch_numeric(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* y = out[0].data<T>();
+      const int64_t n = out[0].size();
+      // Pairwise passes keep each loop simple; the first pass honours req (and in-place).
+      const T *a = in[0].data<T>(), *b = in[1].data<T>();
+      tensor::write_t<T>(y, req[0], n, [=](int64_t i) { return tensor::add_value<T>(a[i], b[i]); });
+      for (size_t k = 2; k < in.size(); ++k) {
+        const T* c = in[k].data<T>();
+        tensor::write_t<T>(y, Req::kAdd, n, [=](int64_t i) { return c[i]; });
+      }
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    for (size_t k = 0; k < ig.size(); ++k) tensor::copy_req(ig[k], og[0], req[k]);
+    for (size_t k = 0; k < ig.size(); ++k) tensor::copy_req_any(ig[k], og[0], req[k]);
   }
+
+ private:
+  DType t_;
+  std::string what_;
 };
 
 LOOM_REGISTER_OP("add_n")

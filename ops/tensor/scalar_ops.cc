@@ -2,11 +2,11 @@
 // ops/elemwise_math.h with the scalar as one operand: y = F(x, s), or F(s, x) for the
 // reversed ("r") forms.
 #include "ops/elemwise_math.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/infer.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
-using tensor::write;
 
 struct ScalarParam {
   double scalar;
@@ -18,43 +18,96 @@ const auto kScalarSchema =
         .optional("is_int", &ScalarParam::is_int, true,
                   "Whether the scalar is an integer (only relevant for integer tensors).");
 
+/// Output dtype as MXNet 1.9.1 (NumpyBinaryScalarType): an integer input with a non-integer
+/// scalar (is_int false) gives float64, a bool input int64 or float64; else the input's.
+void infer_scalar_type(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
+  const bool is_int = a.param<ScalarParam>().is_int;
+  if (in[0] == DType::kUnknown) {
+    // Only the same-dtype rule can run backwards.
+    if (out[0] != DType::kUnknown && !dtype_is_int(out[0]) && out[0] != DType::kFloat64)
+      in[0] = out[0];
+    return;
+  }
+  DType want = in[0];
+  if (dtype_is_int(in[0]) && !is_int) want = DType::kFloat64;
+  else if (in[0] == DType::kBool) want = is_int ? DType::kInt64 : DType::kFloat64;
+  merge_type(out[0], want, "output 0");
+}
+
 template <class F, bool kReversed>
 class ScalarKernel final : public Kernel {
  public:
   explicit ScalarKernel(const KernelArgs& a)
-      : s_(static_cast<float>(a.attrs.param<ScalarParam>().scalar)) {
-    tensor::check_f32(a);
+      : scalar_(a.attrs.param<ScalarParam>().scalar),
+        in_t_(a.in_types[0]),
+        out_t_(a.out_types[0]),
+        what_(tensor::node_label(a)) {
+    if (!(tensor::kNumericDTypes & tensor::dtype_bit(out_t_)))
+      throw Error(what_ + ": output dtype " + dtype_name(out_t_) + " is not supported");
+    if (in_t_ != out_t_ && !(tensor::kNumericDTypes & tensor::dtype_bit(in_t_)) &&
+        in_t_ != DType::kBool)
+      throw Error(what_ + ": input dtype " + dtype_name(in_t_) + " is not supported");
+    if (in_t_ != out_t_) ws_ = static_cast<size_t>(a.in_shapes[0].numel()) * dtype_size(out_t_);
   }
-  static float f(float x, float s) { return kReversed ? F::f(s, x) : F::f(x, s); }
-  static float d(float x, float s) { return kReversed ? F::db(s, x) : F::da(x, s); }
+  size_t workspace_bytes() const override { return ws_; }
+  template <class T>
+  static T f(T x, T s) {
+    return kReversed ? tensor::binary_value<F>(s, x) : tensor::binary_value<F>(x, s);
+  }
+  template <class C>
+  static C d(C x, C s) {
+    return kReversed ? F::db(s, x) : F::da(x, s);
+  }
 
-  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const float* x = in[0].data<float>();
-    const float s = s_;
-    write(out[0].data<float>(), req[0], out[0].size(), [=](int64_t i) { return f(x[i], s); });
+    tensor::dispatch_numeric(out_t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      // The scalar converts to the element type first, as MXNet's DType(alpha): an int32
+      // array times 2.5 is multiplied by 2.
+      const T s = convert_value<T>(scalar_);
+      const T* x;
+      if (in_t_ == out_t_) {
+        x = in[0].data<T>();
+      } else {  // int (or bool) input computed in float64/int64: MXNet casts it first
+        T* tmp = static_cast<T*>(ctx.workspace);
+        tensor::convert_array<T>(in[0], tmp);
+        x = tmp;
+      }
+      tensor::write_t<T>(out[0].data<T>(), req[0], out[0].size(),
+                         [=](int64_t i) { return f<T>(x[i], s); });
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    const float* g = og[0].data<float>();
-    const float s = s_;
-    tensor::with_readers(tensor::ptr_or_null(in[0]), nullptr, [&](auto x, auto) {
-      write(ig[0].data<float>(), req[0], ig[0].size(),
-            [&](int64_t i) { return g[i] * d(x[i], s); });
-    });
+    if (in_t_ != out_t_)
+      throw Error(what_ + ": no gradient for input dtype " + std::string(dtype_name(in_t_)));
+    tensor::dispatch_float(out_t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      const T* g = og[0].data<T>();
+      const C s = tensor::to_c(convert_value<T>(scalar_));
+      const auto x = tensor::reader<T>(in[0]);
+      tensor::write_t<T>(ig[0].data<T>(), req[0], ig[0].size(), [&](int64_t i) {
+        return tensor::from_c<T>(tensor::to_c(g[i]) * d<C>(x[i], s));
+      });
+    }, what_);
   }
 
  private:
-  float s_;
+  double scalar_;
+  DType in_t_, out_t_;
+  std::string what_;
+  size_t ws_ = 0;
 };
 
 template <class F, bool kReversed>
 OpDef& scalar_op(const char* name, const char* alias, bool needs_input, const char* doc,
                  const char* scalar, const char* kind = "normal") {
   OpDef& op = register_op(name);
-  op.describe(doc).params(kScalarSchema).cpu<ScalarKernel<F, kReversed>>();
+  op.describe(doc).params(kScalarSchema).type_fn(infer_scalar_type).cpu<ScalarKernel<F, kReversed>>();
   if (alias) op.alias(alias);
   op.deps(GradDeps{true, needs_input, false});
   if (!needs_input) op.inplace_pairs({{0, 0}});

@@ -1,7 +1,7 @@
 // Element-wise unary math (exp, log, relu, ...) and clip. Each op is one functor from
 // ops/elemwise_math.h: y = F::f(x), dx = dy * F::d(x, y).
 #include "ops/elemwise_math.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -10,28 +10,49 @@ using tensor::write;
 template <class F>
 class UnaryKernel final : public Kernel {
  public:
-  explicit UnaryKernel(const KernelArgs& a) { tensor::check_f32(a); }
+  explicit UnaryKernel(const KernelArgs& a)
+      : t_(tensor::check_dtypes(a, tensor::kNumericDTypes)), what_(tensor::node_label(a)) {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const float* x = in[0].data<float>();
-    write(out[0].data<float>(), req[0], in[0].size(), [x](int64_t i) { return F::f(x[i]); });
+    tensor::dispatch_numeric(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].data<T>();
+      tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(),
+                         [x](int64_t i) { return tensor::unary_value<F>(x[i]); });
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray> out, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    float* dx = ig[0].data<float>();
-    int64_t n = ig[0].size();
-    if (og[0].is_none()) {  // zero-gradient ops declare no dependencies at all
-      tensor::fill_req(ig[0], req[0], 0.f);
-      return;
-    }
-    const float* g = og[0].data<float>();
-    tensor::with_readers(tensor::ptr_or_null(in[0]), tensor::ptr_or_null(out[0]),
-                         [&](auto x, auto y) {
-                           write(dx, req[0], n, [&](int64_t i) { return g[i] * F::d(x[i], y[i]); });
-                         });
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* dx = ig[0].data<T>();
+      const int64_t n = ig[0].size();
+      if (og[0].is_none()) {  // zero-gradient ops declare no dependencies at all
+        tensor::write_t<T>(dx, req[0], n, [](int64_t) { return T(0.f); });
+        return;
+      }
+      const T* g = og[0].data<T>();
+      if constexpr (std::is_same_v<T, float>) {
+        tensor::with_readers(tensor::ptr_or_null(in[0]), tensor::ptr_or_null(out[0]),
+                             [&](auto x, auto y) {
+                               write(dx, req[0], n,
+                                     [&](int64_t i) { return g[i] * F::d(x[i], y[i]); });
+                             });
+      } else {
+        const auto x = tensor::reader<T>(in[0]);
+        const auto y = tensor::reader<T>(out[0]);
+        tensor::write_t<T>(dx, req[0], n, [&](int64_t i) {
+          return tensor::from_c<T>(tensor::to_c(g[i]) * F::d(x[i], y[i]));
+        });
+      }
+    }, what_);
   }
+
+ private:
+  DType t_;
+  std::string what_;
 };
 
 /// Which forward values a unary functor's derivative reads.
