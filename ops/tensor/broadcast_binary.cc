@@ -156,6 +156,14 @@ OpDef& broadcast(const char* name, bool needs_inputs, const char* doc, const cha
   broadcast<Minimum>("broadcast_minimum", true, "Minimum with broadcasting.", nullptr);
   broadcast<Power>("broadcast_power", true, "lhs ^ rhs with broadcasting.", nullptr, "normal",
                    "positive");
+  // Comparisons: 1 or 0 in the operands' dtype (MXNet's broadcast_equal, ...); zero gradient.
+  tensor::for_each_comparison([](auto f, const char* name, const char*) {
+    OpDef& op = broadcast<decltype(f)>((std::string("broadcast_") + name).c_str(), false,
+                                       "1 where lhs compares true with rhs, else 0, broadcasting.",
+                                       nullptr);
+    op.deps(GradDeps{false, false, false}).zero_grad();
+    for (auto& smp : op.samples) smp.check_grad = false;
+  });
   return true;
 }();
 

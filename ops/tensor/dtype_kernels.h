@@ -139,6 +139,61 @@ LOOM_INT_IMPL2(Minimum, a < b ? a : b)
 #undef LOOM_INT_IMPL1
 #undef LOOM_INT_IMPL2
 
+/// Comparison and logical functors (MXNet's legacy eq/ne/gt/ge/lt/le/logical_*): 1 or 0 in
+/// the operands' dtype, zero gradient. Exact on every type, integers included.
+namespace cmp {
+#define LOOM_CMP_FUNCTOR(Name, expr)                        \
+  struct Name {                                              \
+    template <class T>                                       \
+    static T f(T a, T b) { return (expr) ? T(1) : T(0); }    \
+    template <class T>                                       \
+    static T da(T, T) { return T(0); }                       \
+    template <class T>                                       \
+    static T db(T, T) { return T(0); }                       \
+  };
+LOOM_CMP_FUNCTOR(Equal, a == b)
+LOOM_CMP_FUNCTOR(NotEqual, a != b)
+LOOM_CMP_FUNCTOR(Greater, a > b)
+LOOM_CMP_FUNCTOR(GreaterEqual, a >= b)
+LOOM_CMP_FUNCTOR(Lesser, a < b)
+LOOM_CMP_FUNCTOR(LesserEqual, a <= b)
+LOOM_CMP_FUNCTOR(LogicalAnd, a != T(0) && b != T(0))
+LOOM_CMP_FUNCTOR(LogicalOr, a != T(0) || b != T(0))
+LOOM_CMP_FUNCTOR(LogicalXor, (a != T(0)) != (b != T(0)))
+#undef LOOM_CMP_FUNCTOR
+}  // namespace cmp
+#define LOOM_INT_IMPL_CMP(F)                                   \
+  template <>                                                  \
+  struct IntImpl<cmp::F> {                                     \
+    static constexpr bool kNative = true;                      \
+    template <class T>                                         \
+    static T f(T a, T b) { return cmp::F::f<T>(a, b); }        \
+  };
+LOOM_INT_IMPL_CMP(Equal)
+LOOM_INT_IMPL_CMP(NotEqual)
+LOOM_INT_IMPL_CMP(Greater)
+LOOM_INT_IMPL_CMP(GreaterEqual)
+LOOM_INT_IMPL_CMP(Lesser)
+LOOM_INT_IMPL_CMP(LesserEqual)
+LOOM_INT_IMPL_CMP(LogicalAnd)
+LOOM_INT_IMPL_CMP(LogicalOr)
+LOOM_INT_IMPL_CMP(LogicalXor)
+#undef LOOM_INT_IMPL_CMP
+
+/// The comparison ops: (functor, MXNet suffix, CamelCase alias stem).
+template <class Fn>
+inline void for_each_comparison(Fn fn) {
+  fn(cmp::Equal{}, "equal", "Equal");
+  fn(cmp::NotEqual{}, "not_equal", "NotEqual");
+  fn(cmp::Greater{}, "greater", "Greater");
+  fn(cmp::GreaterEqual{}, "greater_equal", "GreaterEqual");
+  fn(cmp::Lesser{}, "lesser", "Lesser");
+  fn(cmp::LesserEqual{}, "lesser_equal", "LesserEqual");
+  fn(cmp::LogicalAnd{}, "logical_and", "LogicalAnd");
+  fn(cmp::LogicalOr{}, "logical_or", "LogicalOr");
+  fn(cmp::LogicalXor{}, "logical_xor", "LogicalXor");
+}
+
 template <class T>
 inline compute_t<T> to_c(T v) {
   return static_cast<compute_t<T>>(v);

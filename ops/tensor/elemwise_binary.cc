@@ -104,6 +104,16 @@ OpDef& binary(const char* name, bool needs_inputs, const char* doc,
   // The rhs gradient uses log(lhs): sample positive bases.
   pw.samples.clear();
   pw.sample({.attrs = {}, .in_shapes = {{2, 3}, {2, 3}}, .in_kinds = {"positive", "normal"}});
+  // Comparisons: 1 or 0 in the operands' dtype (MXNet's legacy _equal, ...); zero gradient.
+  tensor::for_each_comparison([](auto f, const char* name, const char* camel) {
+    OpDef& op = binary<decltype(f)>((std::string("_") + name).c_str(), false,
+                                    "1 where lhs compares true with rhs, else 0 (same shapes).",
+                                    {(std::string("_") + camel).c_str()});
+    op.deps(GradDeps{false, false, false}).zero_grad();
+    op.inplace_pairs({{0, 0}, {1, 0}});
+    op.backward_inplace_pairs({});
+    for (auto& smp : op.samples) smp.check_grad = false;
+  });
   return true;
 }();
 

@@ -135,6 +135,17 @@ OpDef& scalar_op(const char* name, const char* alias, bool needs_input, const ch
                              "Smooth L1 with sigma = scalar: 0.5 (sigma x)^2 where |x| < "
                              "1/sigma^2, else |x| - 0.5/sigma^2.",
                              "1.5");
+  // Comparisons: 1 or 0 in the input's dtype (the scalar converted to it first, as MXNet:
+  // int32 [2, 3] == 2.5 is [1, 0]); zero gradient.
+  tensor::for_each_comparison([](auto f, const char* name, const char* camel) {
+    using F = decltype(f);
+    const std::string op = std::string("_") + name + "_scalar";
+    const std::string alias = std::string("_") + camel + "Scalar";
+    OpDef& d = scalar_op<F, false>(op.c_str(), alias.c_str(), false,
+                                   "1 where x compares true with the scalar, else 0.", "0.5");
+    d.deps(GradDeps{false, false, false}).zero_grad();
+    for (auto& smp : d.samples) smp.check_grad = false;
+  });
   return true;
 }();
 

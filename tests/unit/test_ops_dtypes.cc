@@ -487,6 +487,80 @@ TEST(DTypeErrors, IntegerGradientIsAClearError) {
   }
 }
 
+struct CmpRef {
+  const char* name;
+  F2 f;
+};
+const std::vector<CmpRef> kCmp = {
+    {"equal", [](double a, double b) { return double(a == b); }},
+    {"not_equal", [](double a, double b) { return double(a != b); }},
+    {"greater", [](double a, double b) { return double(a > b); }},
+    {"greater_equal", [](double a, double b) { return double(a >= b); }},
+    {"lesser", [](double a, double b) { return double(a < b); }},
+    {"lesser_equal", [](double a, double b) { return double(a <= b); }},
+    {"logical_and", [](double a, double b) { return double(a != 0 && b != 0); }},
+    {"logical_or", [](double a, double b) { return double(a != 0 || b != 0); }},
+    {"logical_xor", [](double a, double b) { return double((a != 0) != (b != 0)); }},
+};
+
+TEST(DTypeCompare, EveryDtypeReturnsInputDtype) {
+  for (const CmpRef& c : kCmp)
+    for (DType t : all_numeric()) {
+      Vec x = sample_values(12, t, "normal", 21), y = sample_values(12, t, "normal", 22);
+      for (size_t i = 0; i < 12; i += 3) y[i] = x[i];  // some ties
+      for (size_t i = 1; i < 12; i += 5) x[i] = 0;     // some zeros for the logical ops
+      const std::string n = c.name;
+      expect_forward("_" + n, {}, {{3, 4}, {3, 4}}, t, {x, y}, t,
+                     [&](int64_t i) { return c.f(x[i], y[i]); });
+      Vec y4(y.begin(), y.begin() + 4);
+      expect_forward("broadcast_" + n, {}, {{3, 4}, {4}}, t, {x, y4}, t,
+                     [&](int64_t i) { return c.f(x[i], y4[i % 4]); });
+      const double s = to_dtype(t, 1.5);  // the scalar converts to the dtype first
+      expect_forward("_" + n + "_scalar", {{"scalar", "1.5"}}, {{3, 4}}, t, {x}, t,
+                     [&](int64_t i) { return c.f(x[i], s); });
+    }
+  // MXNet: int32 [2, 3] == 2.5 is [1, 0] (2.5 becomes 2).
+  expect_forward("_equal_scalar", {{"scalar", "2.5"}}, {{2}}, DType::kInt32, {{2, 3}},
+                 DType::kInt32, [](int64_t i) { return Vec{1, 0}[i]; });
+  // int64 values beyond float/double precision compare exactly.
+  {
+    ImperativeOp eq("_equal", {}, {{1}, {1}}, {DType::kInt64, DType::kInt64});
+    NDArray a(Shape{1}, DType::kInt64), b(Shape{1}, DType::kInt64);
+    a.data<int64_t>()[0] = (int64_t{1} << 53) + 1;
+    b.data<int64_t>()[0] = int64_t{1} << 53;
+    EXPECT_EQ(eq.forward({a, b})[0].data<int64_t>()[0], 0);
+    EXPECT_EQ(eq.forward({a, a})[0].data<int64_t>()[0], 1);
+  }
+  EXPECT_EQ(find_op("_equal")->grad_mode, GradMode::kZero);
+  EXPECT_EQ(find_op("broadcast_greater")->grad_mode, GradMode::kZero);
+  EXPECT_EQ(find_op("_lesser_scalar")->grad_mode, GradMode::kZero);
+}
+
+// The op sweep's references for the comparisons (float32 samples).
+[[maybe_unused]] const bool kCmpRefs = [] {
+  for (const CmpRef& c : kCmp) {
+    F2 f = c.f;
+    auto bin = [f](const test::RefCall& r) {
+      const Shape o = r.out_shapes[0], a = r.in[0].shape(), b = r.in[1].shape();
+      NDArray y(o);
+      for (int64_t i = 0; i < y.size(); ++i) {
+        auto idx = unravel(i, o);
+        y.data<float>()[i] = static_cast<float>(f(r.in[0].at(bcast_index(idx, a)), r.in[1].at(bcast_index(idx, b))));
+      }
+      return std::vector<NDArray>{y};
+    };
+    test::register_reference(std::string("_") + c.name, bin);
+    test::register_reference(std::string("broadcast_") + c.name, bin);
+    test::register_reference(std::string("_") + c.name + "_scalar", [f](const test::RefCall& r) {
+      const double s = static_cast<float>(parse_float(r.attrs.dict.at("scalar")));
+      NDArray y(r.out_shapes[0]);
+      for (int64_t i = 0; i < y.size(); ++i) y.data<float>()[i] = static_cast<float>(f(r.in[0].at(i), s));
+      return std::vector<NDArray>{y};
+    });
+  }
+  return true;
+}();
+
 // The op sweep's reference for prod (float32 samples).
 [[maybe_unused]] const bool kProdRef = [] {
   test::register_reference("prod", [](const test::RefCall& c) {
