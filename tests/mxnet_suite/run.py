@@ -126,6 +126,15 @@ def file_hash(udir, name, extra):
 
 # ------------------------------------------------------------------------------ running
 def collect(python, shim, env, udir, name, timeout):
+    for attempt in range(4):
+        ids, err = _collect(python, shim, env, udir, name, timeout)
+        if not err or not _BUILD_GONE.search(str(err)):
+            return ids, err
+        time.sleep(20)
+    return ids, err
+
+
+def _collect(python, shim, env, udir, name, timeout):
     cmd = pytest_cmd(python, shim, udir) + ["--collect-only", os.path.join(udir, name)]
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(env, LOOM_SUITE_RESULT=os.path.join(tmp, "r.json"))
@@ -149,8 +158,23 @@ def collect(python, shim, env, udir, name, timeout):
         return ids, err
 
 
+_BUILD_GONE = re.compile(r"_loom\.cpython[^ ]*\.so|No module named 'loom\._loom'")
+
+
 def run_one(python, shim, env, udir, nodeid, timeout):
-    """One test id in its own process; returns its record."""
+    """One test id in its own process; returns its record. A failure to load Loom's
+    extension (being rebuilt at that moment) is retried after a pause, three times."""
+    for attempt in range(4):
+        rec = _run_one(python, shim, env, udir, nodeid, timeout)
+        text = (rec.get("exc_msg") or "") + (rec.get("longrepr") or "")
+        if rec["outcome"] in ("passed", "skipped") or not _BUILD_GONE.search(text) \
+                or "ImportError" not in text + (rec.get("exc_type") or ""):
+            return rec
+        time.sleep(20)
+    return rec
+
+
+def _run_one(python, shim, env, udir, nodeid, timeout):
     tmp = tempfile.mkdtemp(prefix="loom_suite_")
     res = os.path.join(tmp, "result.json")
     env = dict(env, LOOM_SUITE_RESULT=res, TMPDIR=tmp)
