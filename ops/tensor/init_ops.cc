@@ -1,7 +1,7 @@
 // Constant-filled arrays: zeros_like / ones_like (shape and type of the input; zero
 // gradient) and _zeros / _ones (no inputs; shape and dtype parameters).
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -14,10 +14,12 @@ class FillKernel final : public Kernel {
   void forward(const OpContext&, std::span<const NDArray>, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull || (req[0] == Req::kAdd && kValue == 0)) return;
-    if (req[0] == Req::kAdd) {
-      if (out[0].dtype() != DType::kFloat32)
-        throw Error("req add is supported for float32 constants only");
-      tensor::fill_req(out[0], Req::kAdd, static_cast<float>(kValue));
+    if (req[0] == Req::kAdd) {  // adds one, in any dtype
+      dispatch_dtype(out[0].dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T one = convert_value<T>(kValue);
+        tensor::write_t<T>(out[0].data<T>(), Req::kAdd, out[0].size(), [=](int64_t) { return one; });
+      });
       return;
     }
     if (kValue == 0)

@@ -138,31 +138,45 @@ const auto kClipSchema = ParamSchema<ClipParam>()
 
 class ClipKernel final : public Kernel {
  public:
-  explicit ClipKernel(const KernelArgs& a) : p_(a.attrs.param<ClipParam>()) {
-    tensor::check_f32(a);
-  }
+  explicit ClipKernel(const KernelArgs& a)
+      : p_(a.attrs.param<ClipParam>()),
+        t_(tensor::check_dtypes(a, tensor::kNumericDTypes)),
+        what_(tensor::node_label(a)) {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const float* x = in[0].data<float>();
-    const float lo = p_.a_min, hi = p_.a_max;
-    write(out[0].data<float>(), req[0], in[0].size(), [=](int64_t i) {
-      float v = x[i] < lo ? lo : x[i];
-      return v > hi ? hi : v;
-    });
+    tensor::dispatch_numeric(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].data<T>();
+      // As MXNet: the element compares with the float bounds, and a clipped element becomes
+      // the bound converted to the dtype (int32 clip(-1.5, 4.5) maps 7 to 4 and -3 to -1).
+      const double lo = p_.a_min, hi = p_.a_max;
+      const T tlo = convert_value<T>(p_.a_min), thi = convert_value<T>(p_.a_max);
+      tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
+        const double v = static_cast<double>(x[i]);
+        return v > hi ? thi : v < lo ? tlo : x[i];
+      });
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    const float *g = og[0].data<float>(), *x = in[0].data<float>();
-    const float lo = p_.a_min, hi = p_.a_max;
-    // The gradient passes where the input was inside [a_min, a_max].
-    write(ig[0].data<float>(), req[0], ig[0].size(),
-          [=](int64_t i) { return (x[i] < lo || x[i] > hi) ? 0.f : g[i]; });
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *g = og[0].data<T>(), *x = in[0].data<T>();
+      const double lo = p_.a_min, hi = p_.a_max;
+      // The gradient passes where the input was inside [a_min, a_max].
+      tensor::write_t<T>(ig[0].data<T>(), req[0], ig[0].size(), [=](int64_t i) {
+        const double v = static_cast<double>(x[i]);
+        return (v < lo || v > hi) ? T(0.f) : g[i];
+      });
+    }, what_);
   }
 
  private:
   ClipParam p_;
+  DType t_;
+  std::string what_;
 };
 
 LOOM_REGISTER_OP("clip")

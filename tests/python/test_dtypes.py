@@ -195,3 +195,36 @@ def test_executor_gradient_float(mx, dtype):
     assert ex.grad_dict["x"].dtype == np.dtype(dtype)
     _close(ex.grad_dict["x"].asnumpy(), (2 * a64 + 2 - w64).astype(dtype), dtype)
     _close(ex.grad_dict["w"].asnumpy(), (-a64.sum(0, keepdims=True)).astype(dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_comparisons_return_input_dtype(mx, dtype):
+    a = _data(dtype, seed=9)
+    b = a.copy()
+    b[:, 1] = _data(dtype, seed=10)[:, 1]
+    A, B = mx.nd.array(a, dtype=dtype), mx.nd.array(b, dtype=dtype)
+    for name, ref in (("equal", np.equal), ("not_equal", np.not_equal), ("greater", np.greater),
+                      ("greater_equal", np.greater_equal), ("lesser", np.less),
+                      ("lesser_equal", np.less_equal), ("logical_and", np.logical_and),
+                      ("logical_or", np.logical_or), ("logical_xor", np.logical_xor)):
+        fn = getattr(mx.nd, name)
+        got = fn(A, B).asnumpy()
+        assert got.dtype == np.dtype(dtype), name
+        np.testing.assert_array_equal(got, ref(a, b).astype(dtype))
+        got = fn(A, mx.nd.array(b[:1], dtype=dtype)).asnumpy()  # broadcast
+        np.testing.assert_array_equal(got, ref(a, b[:1]).astype(dtype))
+        got = fn(A, 1).asnumpy()  # scalar
+        np.testing.assert_array_equal(got, ref(a, np.array(1, dtype)).astype(dtype))
+
+
+def test_comparison_scalar_converts_to_dtype_as_mxnet(mx):
+    a = mx.nd.array([2, 3], dtype="int32")
+    # MXNet 1.9.1: the scalar becomes int32 first, so 2.5 compares as 2
+    assert mx.nd.equal(a, 2.5).asnumpy().tolist() == [1, 0]
+    assert mx.nd.greater(a, 2.5).asnumpy().tolist() == [0, 1]
+
+
+def test_clip_int_as_mxnet(mx):
+    a = mx.nd.array([7, -3, 0], dtype="int32")
+    got = mx.nd.clip(a, -1.5, 4.5)
+    assert got.dtype == np.int32 and got.asnumpy().tolist() == [4, -1, 0]

@@ -475,6 +475,28 @@ TEST(DTypeReduce, Float64Gradients) {
   }
 }
 
+TEST(DTypeClip, EveryDtypeAndFloat64Gradient) {
+  for (DType t : all_numeric()) {
+    Vec x = sample_values(10, t, "normal", 31);
+    // MXNet compares with the float bounds and writes a clipped element as the bound
+    // converted to the dtype.
+    expect_forward("clip", {{"a_min", "-1.5"}, {"a_max", "4.5"}}, {{10}}, t, {x}, t, [&](int64_t i) {
+      return x[i] > 4.5 ? to_dtype(t, 4.5) : x[i] < -1.5 ? to_dtype(t, -1.5) : x[i];
+    });
+  }
+  expect_grad_f64("clip", {{"a_min", "-0.6"}, {"a_max", "0.7"}}, {{3, 4}}, {"normal"});
+}
+
+TEST(DTypeFill, OnesLikeAddsInAnyDtype) {
+  for (DType t : all_numeric()) {
+    ImperativeOp ones("ones_like", {}, {{3}}, {t});
+    NDArray x = typed({3}, t, {1, 2, 3});
+    NDArray y = typed({3}, t, {5, 6, 7});
+    ones.forward({x}, {y}, {Req::kAdd});
+    EXPECT_EQ(values(y), (Vec{6, 7, 8})) << dtype_name(t);
+  }
+}
+
 TEST(DTypeErrors, IntegerGradientIsAClearError) {
   ImperativeOp op("elemwise_mul", {}, {{2}, {2}}, {DType::kInt32, DType::kInt32});
   NDArray a = typed({2}, DType::kInt32, {1, 2});
