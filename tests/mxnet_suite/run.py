@@ -158,7 +158,8 @@ def _collect(python, shim, env, udir, name, timeout):
         return ids, err
 
 
-_BUILD_GONE = re.compile(r"_loom\.cpython[^ ]*\.so|No module named 'loom\._loom'")
+_BUILD_GONE = re.compile(r"_loom\.cpython[^ ]*\.so|libloom[^ ]*\.so|"
+                         r"No module named 'loom\._loom'")
 
 
 def run_one(python, shim, env, udir, nodeid, timeout):
