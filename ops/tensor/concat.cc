@@ -1,6 +1,6 @@
 // Concat: joins num_args arrays along `dim`.
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -71,8 +71,9 @@ std::vector<std::string> arg_names(const OpAttrs& a) {
 
 class ConcatKernel final : public Kernel {
  public:
-  explicit ConcatKernel(const KernelArgs& a) {
-    tensor::check_f32(a);
+  explicit ConcatKernel(const KernelArgs& a)
+      : t_(tensor::check_dtypes(a, tensor::kNumericDTypes | tensor::dtype_bit(DType::kBool))),
+        what_(tensor::node_label(a)) {
     const Shape& o = a.out_shapes[0];
     int ax = tensor::norm_axis(a.attrs.param<ConcatParam>().dim, o.ndim(), "dim");
     outer_ = 1;
@@ -85,36 +86,43 @@ class ConcatKernel final : public Kernel {
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    float* y = out[0].data<float>();
-    int64_t at = 0;
-    for (size_t k = 0; k < in.size(); ++k) {
-      move(in[k].data<float>(), y + at, chunk_[k], req[0], true);
-      at += chunk_[k];
-    }
+    dispatch_dtype(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* y = out[0].data<T>();
+      int64_t at = 0;
+      for (size_t k = 0; k < in.size(); ++k) {
+        move(in[k].data<T>(), y + at, chunk_[k], req[0], true);
+        at += chunk_[k];
+      }
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    const float* g = og[0].data<float>();
-    int64_t at = 0;
-    for (size_t k = 0; k < ig.size(); ++k) {
-      if (req[k] != Req::kNull) move(g + at, ig[k].data<float>(), chunk_[k], req[k], false);
-      at += chunk_[k];
-    }
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* g = og[0].data<T>();
+      int64_t at = 0;
+      for (size_t k = 0; k < ig.size(); ++k) {
+        if (req[k] != Req::kNull) move(g + at, ig[k].data<T>(), chunk_[k], req[k], false);
+        at += chunk_[k];
+      }
+    }, what_);
   }
 
  private:
   // Copies rows of `chunk` elements between a piece (stride chunk) and the whole (stride row_).
-  void move(const float* src, float* dst, int64_t chunk, Req req, bool to_whole) const {
+  template <class T>
+  void move(const T* src, T* dst, int64_t chunk, Req req, bool to_whole) const {
     const int64_t row = row_;
     auto one = [&](int64_t r) {
-      const float* s = src + r * (to_whole ? chunk : row);
-      float* d = dst + r * (to_whole ? row : chunk);
+      const T* s = src + r * (to_whole ? chunk : row);
+      T* d = dst + r * (to_whole ? row : chunk);
       if (req == Req::kAdd) {
 #pragma omp simd
-        for (int64_t j = 0; j < chunk; ++j) d[j] += s[j];
+        for (int64_t j = 0; j < chunk; ++j) d[j] = tensor::add_value<T>(d[j], s[j]);
       } else {
-        std::memcpy(d, s, static_cast<size_t>(chunk) * sizeof(float));
+        std::memcpy(d, s, static_cast<size_t>(chunk) * sizeof(T));
       }
     };
     if (outer_ * chunk >= tensor::kParallelMin && outer_ > 1) {
@@ -124,6 +132,8 @@ class ConcatKernel final : public Kernel {
       for (int64_t r = 0; r < outer_; ++r) one(r);
     }
   }
+  DType t_;
+  std::string what_;
   int64_t outer_ = 1, row_ = 0;
   std::vector<int64_t> chunk_;
 };

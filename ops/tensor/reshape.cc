@@ -1,14 +1,20 @@
 // Shape-only views: Reshape (MXNet's special codes), Flatten, expand_dims, squeeze,
 // reshape_like. Forward and backward copy the data unchanged (a no-op when run in place).
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
 
 class ViewKernel final : public Kernel {
  public:
-  explicit ViewKernel(const KernelArgs& a) { tensor::check_f32(a); }
+  // Any dtype: the data is copied unchanged (reshape_like's rhs may have another dtype).
+  explicit ViewKernel(const KernelArgs& a) {
+    if (a.in_types[0] != a.out_types[0])
+      throw Error(tensor::node_label(a) + ": output dtype " + dtype_name(a.out_types[0]) +
+                  " differs from input dtype " + dtype_name(a.in_types[0]));
+    dispatch_dtype(a.in_types[0], [](auto) {}, tensor::node_label(a));
+  }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     tensor::copy_req(out[0], in[0], req[0]);

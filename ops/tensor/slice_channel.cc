@@ -4,23 +4,23 @@
 #include <optional>
 
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
 
 /// Moves `n` rows of `len` floats from src (row stride ss) to dst (row stride ds) with req.
-void move_rows(const float* src, int64_t ss, float* dst, int64_t ds, int64_t n, int64_t len,
-               Req req) {
+template <class T>
+void move_rows(const T* src, int64_t ss, T* dst, int64_t ds, int64_t n, int64_t len, Req req) {
   if (req == Req::kNull) return;
   auto one = [&](int64_t r) {
-    const float* s = src + r * ss;
-    float* d = dst + r * ds;
+    const T* s = src + r * ss;
+    T* d = dst + r * ds;
     if (req == Req::kAdd) {
 #pragma omp simd
-      for (int64_t j = 0; j < len; ++j) d[j] += s[j];
+      for (int64_t j = 0; j < len; ++j) d[j] = tensor::add_value<T>(d[j], s[j]);
     } else {
-      std::memcpy(d, s, static_cast<size_t>(len) * sizeof(float));
+      std::memcpy(d, s, static_cast<size_t>(len) * sizeof(T));
     }
   };
   if (n * len >= tensor::kParallelMin && n > 1) {
@@ -82,38 +82,48 @@ void infer_slice_channel(const OpAttrs& a, std::vector<Shape>& in, std::vector<S
 
 class SliceChannelKernel final : public Kernel {
  public:
-  explicit SliceChannelKernel(const KernelArgs& a) {
-    tensor::check_f32(a);
+  explicit SliceChannelKernel(const KernelArgs& a)
+      : t_(tensor::check_dtypes(a, tensor::kNumericDTypes | tensor::dtype_bit(DType::kBool))),
+        what_(tensor::node_label(a)) {
     const auto& p = a.attrs.param<SliceChannelParam>();
     s_ = split3(a.in_shapes[0], tensor::norm_axis(p.axis, a.in_shapes[0].ndim(), "axis"));
     piece_ = s_.dim / p.num_outputs * s_.inner;
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const float* x = in[0].data<float>();
-    for (size_t k = 0; k < out.size(); ++k)
-      if (req[k] != Req::kNull)
-        move_rows(x + static_cast<int64_t>(k) * piece_, s_.dim * s_.inner, out[k].data<float>(),
-                  piece_, s_.outer, piece_, req[k]);
+    dispatch_dtype(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].data<T>();
+      for (size_t k = 0; k < out.size(); ++k)
+        if (req[k] != Req::kNull)
+          move_rows(x + static_cast<int64_t>(k) * piece_, s_.dim * s_.inner, out[k].data<T>(),
+                    piece_, s_.outer, piece_, req[k]);
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    float* dx = ig[0].data<float>();
-    for (size_t k = 0; k < og.size(); ++k) {
-      float* dst = dx + static_cast<int64_t>(k) * piece_;
-      if (og[k].is_none()) {  // an unused output contributes nothing
-        if (req[0] != Req::kAdd)
-          for (int64_t r = 0; r < s_.outer; ++r)
-            std::memset(dst + r * s_.dim * s_.inner, 0, static_cast<size_t>(piece_) * 4);
-        continue;
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* dx = ig[0].data<T>();
+      for (size_t k = 0; k < og.size(); ++k) {
+        T* dst = dx + static_cast<int64_t>(k) * piece_;
+        if (og[k].is_none()) {  // an unused output contributes nothing
+          if (req[0] != Req::kAdd)
+            for (int64_t r = 0; r < s_.outer; ++r)
+              std::memset(static_cast<void*>(dst + r * s_.dim * s_.inner), 0,
+                          static_cast<size_t>(piece_) * sizeof(T));
+          continue;
+        }
+        move_rows(og[k].data<T>(), piece_, dst, s_.dim * s_.inner, s_.outer, piece_, req[0]);
       }
-      move_rows(og[k].data<float>(), piece_, dst, s_.dim * s_.inner, s_.outer, piece_, req[0]);
-    }
+    }, what_);
   }
 
  private:
+  DType t_;
+  std::string what_;
   Split3 s_;
   int64_t piece_ = 0;
 };
@@ -171,8 +181,9 @@ void infer_slice_axis(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shap
 
 class SliceAxisKernel final : public Kernel {
  public:
-  explicit SliceAxisKernel(const KernelArgs& a) {
-    tensor::check_f32(a);
+  explicit SliceAxisKernel(const KernelArgs& a)
+      : t_(tensor::check_dtypes(a, tensor::kNumericDTypes | tensor::dtype_bit(DType::kBool))),
+        what_(tensor::node_label(a)) {
     auto [ax, b, e] = slice_range(a.attrs.param<SliceAxisParam>(), a.in_shapes[0]);
     s_ = split3(a.in_shapes[0], static_cast<int>(ax));
     begin_ = b * s_.inner;
@@ -180,19 +191,27 @@ class SliceAxisKernel final : public Kernel {
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    move_rows(in[0].data<float>() + begin_, s_.dim * s_.inner, out[0].data<float>(), len_, s_.outer,
-              len_, req[0]);
+    dispatch_dtype(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      move_rows(in[0].data<T>() + begin_, s_.dim * s_.inner, out[0].data<T>(), len_, s_.outer,
+                len_, req[0]);
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    if (req[0] != Req::kAdd) ig[0].zero();  // outside the slice the gradient is zero
-    move_rows(og[0].data<float>(), len_, ig[0].data<float>() + begin_, s_.dim * s_.inner, s_.outer,
-              len_, req[0]);
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (req[0] != Req::kAdd) ig[0].zero();  // outside the slice the gradient is zero
+      move_rows(og[0].data<T>(), len_, ig[0].data<T>() + begin_, s_.dim * s_.inner, s_.outer,
+                len_, req[0]);
+    }, what_);
   }
 
  private:
+  DType t_;
+  std::string what_;
   Split3 s_;
   int64_t begin_ = 0, len_ = 0;
 };

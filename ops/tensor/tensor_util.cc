@@ -1,5 +1,7 @@
 #include "ops/tensor/tensor_util.h"
 
+#include "ops/tensor/dtype_kernels.h"
+
 #include <algorithm>
 
 #include "ops/infer.h"
@@ -8,16 +10,24 @@ namespace loom::tensor {
 
 void copy_req(const NDArray& dst, const NDArray& src, Req req) {
   if (req == Req::kNull) return;
-  const float* s = src.data<float>();
-  float* d = dst.data<float>();
-  if (req == Req::kAdd)
-    write(d, req, src.size(), [&](int64_t i) { return s[i]; });
-  else if (d != s)
-    std::memcpy(d, s, src.nbytes());
+  if (req == Req::kAdd && src.dtype() == DType::kFloat32) {
+    const float* s = src.data<float>();
+    write(dst.data<float>(), req, src.size(), [&](int64_t i) { return s[i]; });
+    return;
+  }
+  copy_req_any(dst, src, req);  // other dtypes: integers wrap, float16 rounds
 }
 
 void fill_req(const NDArray& dst, Req req, float v) {
-  write(dst.data<float>(), req, dst.size(), [&](int64_t) { return v; });
+  if (dst.dtype() == DType::kFloat32) {
+    write(dst.data<float>(), req, dst.size(), [&](int64_t) { return v; });
+    return;
+  }
+  dispatch_dtype(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T x = convert_value<T>(v);
+    write_t<T>(dst.data<T>(), req, dst.size(), [=](int64_t) { return x; });
+  });
 }
 
 void check_f32(const KernelArgs& args) {

@@ -1,7 +1,7 @@
 // transpose(axes): permutes dimensions; axes () reverses them. Backward applies the
 // inverse permutation.
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -52,7 +52,8 @@ struct Permute {
     }
     size = in.numel();
   }
-  void run(const float* src, float* dst, Req req) const {
+  template <class T>
+  void run(const T* src, T* dst, Req req) const {
     if (req == Req::kNull) return;
     const int nd = static_cast<int>(out_dims.size());
     const int64_t inner = out_dims[nd - 1], rows = size / inner, is = src_strides[nd - 1];
@@ -62,10 +63,10 @@ struct Permute {
         off += (rem % out_dims[d]) * src_strides[d];
         rem /= out_dims[d];
       }
-      float* o = dst + r * inner;
-      const float* s = src + off;
+      T* o = dst + r * inner;
+      const T* s = src + off;
       if (req == Req::kAdd)
-        for (int64_t j = 0; j < inner; ++j) o[j] += s[j * is];
+        for (int64_t j = 0; j < inner; ++j) o[j] = tensor::add_value<T>(o[j], s[j * is]);
       else
         for (int64_t j = 0; j < inner; ++j) o[j] = s[j * is];
     };
@@ -89,22 +90,30 @@ class TransposeKernel final : public Kernel {
   explicit TransposeKernel(const KernelArgs& a)
       : fwd_(a.in_shapes[0], permutation(a.attrs.param<TransposeParam>(), a.in_shapes[0].ndim())),
         bwd_(a.out_shapes[0],
-             inverse(permutation(a.attrs.param<TransposeParam>(), a.in_shapes[0].ndim()))) {
-    tensor::check_f32(a);
-  }
+             inverse(permutation(a.attrs.param<TransposeParam>(), a.in_shapes[0].ndim()))),
+        t_(tensor::check_dtypes(a, tensor::kNumericDTypes | tensor::dtype_bit(DType::kBool))),
+        what_(tensor::node_label(a)) {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    fwd_.run(in[0].data<float>(), out[0].data<float>(), req[0]);
+    dispatch_dtype(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      fwd_.run(in[0].data<T>(), out[0].data<T>(), req[0]);
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    bwd_.run(og[0].data<float>(), ig[0].data<float>(), req[0]);
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      bwd_.run(og[0].data<T>(), ig[0].data<T>(), req[0]);
+    }, what_);
   }
 
  private:
   Permute fwd_, bwd_;
+  DType t_;
+  std::string what_;
 };
 
 LOOM_REGISTER_OP("transpose")

@@ -497,6 +497,44 @@ TEST(DTypeFill, OnesLikeAddsInAnyDtype) {
   }
 }
 
+TEST(DTypeMove, TransposeAndReshapeEveryDtype) {
+  for (DType t : all_numeric()) {
+    Vec x = sample_values(24, t, "normal", 41);
+    const Shape s{2, 3, 4};
+    expect_forward("transpose", {{"axes", "(1, 0, 2)"}}, {s}, t, {x}, t, [&](int64_t i) {
+      auto idx = unravel(i, Shape{3, 2, 4});  // out (j, i, k) = in (i, j, k)
+      return x[static_cast<size_t>((idx[1] * 3 + idx[0]) * 4 + idx[2])];
+    });
+    for (const char* op : {"Reshape", "Flatten", "expand_dims"}) {
+      Attrs at = std::string(op) == "Reshape" ? Attrs{{"shape", "(4, -1)"}}
+                 : std::string(op) == "expand_dims" ? Attrs{{"axis", "0"}} : Attrs{};
+      expect_forward(op, at, {s}, t, {x}, t, [&](int64_t i) { return x[static_cast<size_t>(i)]; });
+    }
+    // req=add accumulates in the dtype.
+    ImperativeOp tr("transpose", {}, {{2, 3}}, {t});
+    NDArray a = typed({2, 3}, t, {1, 2, 3, 4, 5, 6}), y = typed({3, 2}, t, {1, 1, 1, 1, 1, 1});
+    tr.forward({a}, {y}, {Req::kAdd});
+    EXPECT_EQ(values(y), (Vec{2, 5, 3, 6, 4, 7})) << dtype_name(t);
+  }
+  for (DType t : all_numeric()) {
+    Vec x = sample_values(12, t, "normal", 43), y = sample_values(6, t, "normal", 44);
+    // Concat along dim 1: (3, 4) and (3, 2) -> (3, 6).
+    expect_forward("Concat", {{"num_args", "2"}, {"dim", "1"}}, {{3, 4}, {3, 2}}, t, {x, y}, t,
+                   [&](int64_t i) {
+                     const int64_t r = i / 6, c = i % 6;
+                     return c < 4 ? x[static_cast<size_t>(r * 4 + c)] : y[static_cast<size_t>(r * 2 + c - 4)];
+                   });
+    expect_forward("slice_axis", {{"axis", "1"}, {"begin", "1"}, {"end", "3"}}, {{3, 4}}, t, {x}, t,
+                   [&](int64_t i) { return x[static_cast<size_t>(i / 2 * 4 + 1 + i % 2)]; });
+    expect_forward("SliceChannel", {{"num_outputs", "2"}, {"axis", "1"}}, {{3, 4}}, t, {x}, t,
+                   [&](int64_t i) { return x[static_cast<size_t>(i / 2 * 4 + i % 2)]; });
+  }
+  expect_grad_f64("Concat", {{"num_args", "2"}, {"dim", "0"}}, {{1, 3}, {2, 3}}, {"normal", "normal"});
+  expect_grad_f64("slice_axis", {{"axis", "0"}, {"begin", "1"}, {"end", "None"}}, {{3, 2}}, {"normal"});
+  expect_grad_f64("transpose", {{"axes", "(2, 0, 1)"}}, {{2, 3, 4}}, {"normal"});
+  expect_grad_f64("Reshape", {{"shape", "(4, -1)"}}, {{2, 3, 4}}, {"normal"});
+}
+
 TEST(DTypeErrors, IntegerGradientIsAClearError) {
   ImperativeOp op("elemwise_mul", {}, {{2}, {2}}, {DType::kInt32, DType::kInt32});
   NDArray a = typed({2}, DType::kInt32, {1, 2});
