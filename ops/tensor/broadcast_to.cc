@@ -2,7 +2,7 @@
 // input along its size-1 axes (same rank, as MXNet requires). The gradient sums the output
 // gradient back over those axes; broadcast_like's rhs only lends its shape (zero gradient).
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -30,23 +30,44 @@ class BroadcastToKernel final : public Kernel {
       : plan_(tensor::make_bcast_plan(a.in_shapes[0], a.in_shapes[0], a.out_shapes[0])),
         red_(tensor::make_reduce_plan(a.out_shapes[0],
                                       tensor::pad_shape(a.in_shapes[0], a.out_shapes[0].ndim()))),
-        n_in_(a.in_shapes.size()) {
-    tensor::check_f32(a);
+        n_in_(a.in_shapes.size()),
+        t_(a.in_types[0]),
+        what_(tensor::node_label(a)) {
+    // broadcast_like's rhs only lends its shape: its dtype may differ.
+    if (a.out_types[0] != t_)
+      throw Error(what_ + ": output dtype " + dtype_name(a.out_types[0]) +
+                  " differs from input dtype " + dtype_name(t_));
+    dispatch_dtype(t_, [](auto) {}, what_);
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float* x = in[0].cdata<float>();
-    float* y = out[0].data<float>();
-    if (req[0] == Req::kAdd)
-      tensor::bcast_for(plan_, [=](int64_t o, int64_t i, int64_t) { y[o] += x[i]; });
-    else
-      tensor::bcast_for(plan_, [=](int64_t o, int64_t i, int64_t) { y[o] = x[i]; });
+    dispatch_dtype(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].cdata<T>();
+      T* y = out[0].data<T>();
+      if (req[0] == Req::kAdd)
+        tensor::bcast_for(plan_, [=](int64_t o, int64_t i, int64_t) {
+          y[o] = tensor::add_value<T>(y[o], x[i]);
+        });
+      else
+        tensor::bcast_for(plan_, [=](int64_t o, int64_t i, int64_t) { y[o] = x[i]; });
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    if (req[0] != Req::kNull) tensor::reduce_sum(red_, og[0].cdata<float>(), ig[0].data<float>(), req[0]);
+    if (req[0] != Req::kNull)
+      tensor::dispatch_float(t_, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_same_v<T, float>)
+          tensor::reduce_sum(red_, og[0].cdata<float>(), ig[0].data<float>(), req[0]);
+        else
+          tensor::reduce_t(
+              red_, og[0].cdata<T>(), ig[0].data<T>(), req[0], 0.0,
+              [](double acc, T v) { return acc + static_cast<double>(v); },
+              [](double acc) { return convert_value<T>(acc); });
+      }, what_);
     if (n_in_ > 1 && req[1] != Req::kNull) tensor::fill_req(ig[1], req[1], 0.f);
   }
 
@@ -54,6 +75,8 @@ class BroadcastToKernel final : public Kernel {
   tensor::BcastPlan plan_;
   tensor::ReducePlan red_;
   size_t n_in_;
+  DType t_;
+  std::string what_;
 };
 
 // ---- broadcast_to ----

@@ -1,7 +1,7 @@
 // stack(num_args, axis): joins num_args arrays of one shape along a new axis. The gradient
 // hands each input its slice of the output gradient.
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -39,8 +39,9 @@ void infer_stack(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& o
 
 class StackKernel final : public Kernel {
  public:
-  explicit StackKernel(const KernelArgs& a) {
-    tensor::check_f32(a);
+  explicit StackKernel(const KernelArgs& a)
+      : t_(tensor::check_dtypes(a, tensor::kNumericDTypes | tensor::dtype_bit(DType::kBool))),
+        what_(tensor::node_label(a)) {
     const Shape& s = a.in_shapes[0];
     int ax = tensor::norm_axis(a.attrs.param<StackParam>().axis, s.ndim() + 1, "axis");
     for (int d = 0; d < ax; ++d) outer_ *= s[d];
@@ -51,34 +52,44 @@ class StackKernel final : public Kernel {
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    float* y = out[0].data<float>();
-    const bool add = req[0] == Req::kAdd;
-    for (int64_t k = 0; k < n_; ++k) {
-      const float* x = in[static_cast<size_t>(k)].cdata<float>();
-      for (int64_t o = 0; o < outer_; ++o) {
-        float* dst = y + (o * n_ + k) * inner_;
-        const float* src = x + o * inner_;
-        for (int64_t i = 0; i < inner_; ++i) dst[i] = add ? dst[i] + src[i] : src[i];
+    dispatch_dtype(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* y = out[0].data<T>();
+      const bool add = req[0] == Req::kAdd;
+      for (int64_t k = 0; k < n_; ++k) {
+        const T* x = in[static_cast<size_t>(k)].cdata<T>();
+        for (int64_t o = 0; o < outer_; ++o) {
+          T* dst = y + (o * n_ + k) * inner_;
+          const T* src = x + o * inner_;
+          for (int64_t i = 0; i < inner_; ++i)
+            dst[i] = add ? tensor::add_value<T>(dst[i], src[i]) : src[i];
+        }
       }
-    }
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    const float* g = og[0].cdata<float>();
-    for (int64_t k = 0; k < n_; ++k) {
-      const Req r = req[static_cast<size_t>(k)];
-      if (r == Req::kNull) continue;
-      float* dx = ig[static_cast<size_t>(k)].data<float>();
-      for (int64_t o = 0; o < outer_; ++o) {
-        const float* src = g + (o * n_ + k) * inner_;
-        float* dst = dx + o * inner_;
-        for (int64_t i = 0; i < inner_; ++i) dst[i] = r == Req::kAdd ? dst[i] + src[i] : src[i];
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* g = og[0].cdata<T>();
+      for (int64_t k = 0; k < n_; ++k) {
+        const Req r = req[static_cast<size_t>(k)];
+        if (r == Req::kNull) continue;
+        T* dx = ig[static_cast<size_t>(k)].data<T>();
+        for (int64_t o = 0; o < outer_; ++o) {
+          const T* src = g + (o * n_ + k) * inner_;
+          T* dst = dx + o * inner_;
+          for (int64_t i = 0; i < inner_; ++i)
+            dst[i] = r == Req::kAdd ? tensor::add_value<T>(dst[i], src[i]) : src[i];
+        }
       }
-    }
+    }, what_);
   }
 
  private:
+  DType t_;
+  std::string what_;
   int64_t outer_ = 1, inner_ = 1, n_ = 0;
 };
 

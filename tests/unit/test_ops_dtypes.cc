@@ -529,6 +529,25 @@ TEST(DTypeMove, TransposeAndReshapeEveryDtype) {
     expect_forward("SliceChannel", {{"num_outputs", "2"}, {"axis", "1"}}, {{3, 4}}, t, {x}, t,
                    [&](int64_t i) { return x[static_cast<size_t>(i / 2 * 4 + i % 2)]; });
   }
+  for (DType t : all_numeric()) {
+    Vec x = sample_values(6, t, "normal", 45), y = sample_values(6, t, "normal", 46);
+    expect_forward("stack", {{"num_args", "2"}, {"axis", "1"}}, {{2, 3}, {2, 3}}, t, {x, y}, t,
+                   [&](int64_t i) {  // out (2, 2, 3): [r][k][c]
+                     const int64_t r = i / 6, k = i / 3 % 2, c = i % 3;
+                     return (k == 0 ? x : y)[static_cast<size_t>(r * 3 + c)];
+                   });
+    expect_forward("broadcast_to", {{"shape", "(4, 3)"}}, {{1, 3}}, t, {x}, t,
+                   [&](int64_t i) { return x[static_cast<size_t>(i % 3)]; });
+    // where: the condition may have another dtype (here int32), x/y/output share t.
+    ImperativeOp w("where", {}, {{6}, {6}, {6}}, {DType::kInt32, t, t});
+    ASSERT_EQ(w.out_types()[0], t);
+    NDArray c = typed({6}, DType::kInt32, {1, 0, -3, 0, 2, 0});
+    NDArray out = w.forward({c, typed({6}, t, x), typed({6}, t, y)})[0];
+    for (int64_t i = 0; i < 6; ++i)
+      EXPECT_EQ(out.at(i), (i % 2 == 0 ? x : y)[static_cast<size_t>(i)]) << dtype_name(t);
+  }
+  expect_grad_f64("stack", {{"num_args", "2"}, {"axis", "0"}}, {{2, 3}, {2, 3}}, {"normal", "normal"});
+  expect_grad_f64("broadcast_to", {{"shape", "(2, 4, 3)"}}, {{2, 1, 3}}, {"normal"});
   expect_grad_f64("Concat", {{"num_args", "2"}, {"dim", "0"}}, {{1, 3}, {2, 3}}, {"normal", "normal"});
   expect_grad_f64("slice_axis", {{"axis", "0"}, {"begin", "1"}, {"end", "None"}}, {{3, 2}}, {"normal"});
   expect_grad_f64("transpose", {{"axes", "(2, 0, 1)"}}, {{2, 3, 4}}, {"normal"});
