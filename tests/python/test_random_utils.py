@@ -567,3 +567,34 @@ def test_mnist_from_cache_and_dummy_iter(mx, tmp_path, monkeypatch):
     assert sum(1 for _ in train) == 3 and next(iter(val)).data[0].shape == (10, 784)
     dummy = mx.test_utils.DummyIter(val)
     assert next(dummy) is next(dummy)
+
+
+def test_compare_optimizer_accepts_equal_and_rejects_different_updates(mx):
+    from loom.test_utils import compare_optimizer
+    make = lambda lr: mx.optimizer.create("sgd", momentum=0.9, wd=0.01, learning_rate=lr)  # noqa: E731
+    compare_optimizer(make(0.1), make(0.1), (3, 4), "float32")
+    # single-tensor reference against the multi-tensor form of the same optimizer
+    compare_optimizer(make(0.1), make(0.1), [(3, 4), (5,)], "float32", ntensors=2)
+    with pytest.raises(AssertionError):
+        compare_optimizer(make(0.1), make(0.2), (3, 4), "float32")
+
+
+def test_numpy_semantics_switches_at_top_level(mx):
+    assert mx.is_np_shape() is False and mx.is_np_array() is False
+    with mx.np_shape(False):
+        pass
+    with pytest.raises(mx.LoomError):
+        mx.set_np_shape(True)
+
+    @mx.use_np_shape
+    def f():
+        return 1
+    with pytest.raises(mx.LoomError):
+        f()
+
+
+def test_contrib_amp_imports_and_refuses_conversion(mx):
+    from loom.contrib.amp import amp
+    assert amp.list_lp16_ops() == []
+    with pytest.raises(mx.LoomError, match="mixed precision"):
+        amp.init()

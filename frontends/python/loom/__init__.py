@@ -71,3 +71,8 @@ _optional("engine", "engine")
 _optional("test_utils", "test_utils")
 del _optional
 rnd = random
+if "util" in globals():
+    # MXNet exports its NumPy-semantics switches at the top level; Loom has MXNet 1.x
+    # semantics only (turning NumPy semantics on raises LoomError, see loom.util).
+    from .util import (is_np_shape, set_np_shape, np_shape, use_np_shape,  # noqa: F401
+                       is_np_array, np_array, use_np_array, use_np)

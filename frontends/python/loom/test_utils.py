@@ -30,6 +30,7 @@ from . import ndarray as _nd
 from . import symbol as _sym
 from .base import LoomError
 from .context import Context, cpu, current_context  # noqa: F401
+from .util import use_np, use_np_shape, use_np_array, np_shape, np_array  # noqa: F401
 
 try:
     import scipy.stats as ss  # noqa: F401
@@ -385,6 +386,50 @@ def compare_ndarray_tuple(t1, t2, rtol=None, atol=None):
             compare_ndarray_tuple(s1, s2, rtol, atol)
     else:
         assert_almost_equal(t1, t2, rtol=rtol, atol=atol)
+
+
+def _random_weight_and_grad(shape, dtype, w_stype, g_stype):
+    """(w1, g1, w2, g2): uniform random weight and gradient, twice (equal copies)."""
+    from . import random as _random
+    if "default" not in (w_stype, "default") or g_stype != "default":
+        raise LoomError("compare_optimizer: sparse storage (w_stype=%r, g_stype=%r) is not "
+                        "supported by Loom" % (w_stype, g_stype))
+    w2 = _random.uniform(shape=shape, ctx=default_context(), dtype=dtype)
+    g2 = _random.uniform(shape=shape, ctx=default_context(), dtype=dtype)
+    return w2.copyto(default_context()), g2.copyto(default_context()), w2, g2
+
+
+def compare_optimizer(opt1, opt2, shape, dtype, w_stype="default", g_stype="default",
+                      rtol=1e-4, atol=1e-5, compare_states=True, ntensors=1):
+    """One update_multi_precision step of opt1 and of opt2 from the same random weight and
+    gradient (states compared after creation and after the step, then the weights). A list
+    of shapes steps opt2 over all tensors at once (its multi-tensor form) and opt1 tensor by
+    tensor."""
+    if not isinstance(shape, list):
+        if ntensors != 1:
+            raise ValueError("compare_optimizer: ntensors > 1 needs a list of shapes")
+        w1, g1, w2, g2 = _random_weight_and_grad(shape, dtype, w_stype, g_stype)
+        s1 = opt1.create_state_multi_precision(0, w1)
+        s2 = opt2.create_state_multi_precision(0, w2)
+        if compare_states:
+            compare_ndarray_tuple(s1, s2)
+        opt1.update_multi_precision(0, w1, g1, s1)
+        opt2.update_multi_precision(0, w2, g2, s2)
+        if compare_states:
+            compare_ndarray_tuple(s1, s2, rtol=rtol, atol=atol)
+        assert_almost_equal(w1, w2, rtol=rtol, atol=atol)
+        return
+    pairs = [_random_weight_and_grad(s, dtype, w_stype, g_stype) for s in shape[:ntensors]]
+    w2 = [p[2] for p in pairs]
+    g2 = [p[3] for p in pairs]
+    s2 = [opt2.create_state_multi_precision(i, w2[i]) for i in range(ntensors)]
+    opt2.update_multi_precision(list(range(ntensors)), w2, g2, s2)
+    for i, (w1, g1, _, _) in enumerate(pairs):
+        s1 = opt1.create_state_multi_precision(i, w1)
+        opt1.update_multi_precision(i, w1, g1, s1)
+        if compare_states:
+            compare_ndarray_tuple(s1, s2[i], rtol, atol)
+        compare_ndarray_tuple(w1, w2[i], rtol, atol)
 
 
 def collapse_sum_like(a, shape):

@@ -6,9 +6,9 @@ registered later (plugins) appear too; a name with no _contrib_ op raises Attrib
 import sys
 import types
 
-from . import _ops
-from . import ndarray as _nd
-from . import symbol as _sym
+from .. import _ops
+from .. import ndarray as _nd
+from .. import symbol as _sym
 
 _PREFIX = "_contrib_"
 
@@ -51,7 +51,7 @@ def _nd_rand_zipfian(true_classes, num_sampled, range_max, ctx=None):
     classes as int64, expected count of each true class, expected count of each sampled
     class), the counts being num_sampled * P(c)."""
     import numpy as np
-    from . import random as _random
+    from .. import random as _random
     ctx = ctx if ctx is not None else true_classes.context
     log_range = np.log(range_max + 1.0)
     u = _random.uniform(0, log_range, shape=(num_sampled,), dtype="float64", ctx=ctx)
@@ -72,7 +72,7 @@ def _sym_rand_zipfian(true_classes, num_sampled, range_max):
     """Symbolic rand_zipfian: a group-able list (sampled classes, expected counts of the true
     classes, expected counts of the sampled classes); see mx.nd.contrib.rand_zipfian."""
     import math
-    from . import random as _random
+    from .. import random as _random
     log_range = math.log(range_max + 1)
     u = _random.sym_random.uniform(0, log_range, shape=(num_sampled,), dtype="float32")
     sampled_f = _sym.clip(_sym.floor(_sym.exp(u)) - 1, a_min=0, a_max=range_max - 1)
