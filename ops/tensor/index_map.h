@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom::tensor {
 
@@ -41,17 +41,25 @@ struct IndexMap {
   }
 };
 
-/// A Kernel running an IndexMap built at bind time by `make(args)`.
+/// A Kernel running an IndexMap built at bind time by `make(args)`. Any dtype (gradients for
+/// float dtypes); extra inputs (slice_like's shape source) may have another dtype.
 class IndexMapKernel : public Kernel {
  public:
-  explicit IndexMapKernel(const KernelArgs& a, IndexMap map) : map_(std::move(map)) {
-    check_f32(a);
+  explicit IndexMapKernel(const KernelArgs& a, IndexMap map)
+      : map_(std::move(map)), t_(a.in_types[0]), what_(node_label(a)) {
+    if (a.out_types[0] != t_)
+      throw Error(what_ + ": output dtype " + dtype_name(a.out_types[0]) +
+                  " differs from input dtype " + dtype_name(t_));
+    dispatch_dtype(t_, [](auto) {}, what_);
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float* x = in[0].cdata<float>();
-    write(out[0].data<float>(), req[0], out[0].size(), [&](int64_t o) { return x[map_.source(o)]; });
+    dispatch_dtype(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].cdata<T>();
+      write_t<T>(out[0].data<T>(), req[0], out[0].size(), [&](int64_t o) { return x[map_.source(o)]; });
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
@@ -60,20 +68,31 @@ class IndexMapKernel : public Kernel {
     for (size_t k = 1; k < ig.size(); ++k)
       if (req[k] != Req::kNull) fill_req(ig[k], req[k], 0.f);
     if (req[0] == Req::kNull) return;
-    if (req[0] != Req::kAdd) fill_req(ig[0], req[0], 0.f);
-    const float* g = og[0].cdata<float>();
-    float* dx = ig[0].data<float>();
-    const int64_t n = og[0].size();
-    if (map_.injective) {
+    dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (req[0] != Req::kAdd) fill_req(ig[0], req[0], 0.f);
+      const T* g = og[0].cdata<T>();
+      T* dx = ig[0].data<T>();
+      const int64_t n = og[0].size();
+      if (map_.injective) {
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
-      for (int64_t o = 0; o < n; ++o) dx[map_.source(o)] += g[o];
-    } else {
-      for (int64_t o = 0; o < n; ++o) dx[map_.source(o)] += g[o];
-    }
+        for (int64_t o = 0; o < n; ++o) {
+          const int64_t i = map_.source(o);
+          dx[i] = add_value<T>(dx[i], g[o]);
+        }
+      } else {
+        for (int64_t o = 0; o < n; ++o) {
+          const int64_t i = map_.source(o);
+          dx[i] = add_value<T>(dx[i], g[o]);
+        }
+      }
+    }, what_);
   }
 
  private:
   IndexMap map_;
+  DType t_;
+  std::string what_;
 };
 
 }  // namespace loom::tensor

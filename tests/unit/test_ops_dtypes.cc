@@ -546,6 +546,20 @@ TEST(DTypeMove, TransposeAndReshapeEveryDtype) {
     for (int64_t i = 0; i < 6; ++i)
       EXPECT_EQ(out.at(i), (i % 2 == 0 ? x : y)[static_cast<size_t>(i)]) << dtype_name(t);
   }
+  for (DType t : all_numeric()) {  // the IndexMap ops: tile, repeat, SwapAxis, slice
+    Vec x = sample_values(6, t, "normal", 47);  // (2, 3)
+    expect_forward("tile", {{"reps", "(2, 1)"}}, {{2, 3}}, t, {x}, t,
+                   [&](int64_t i) { return x[static_cast<size_t>(i % 6)]; });
+    expect_forward("repeat", {{"repeats", "2"}, {"axis", "1"}}, {{2, 3}}, t, {x}, t,
+                   [&](int64_t i) { return x[static_cast<size_t>(i / 6 * 3 + i % 6 / 2)]; });
+    expect_forward("SwapAxis", {{"dim1", "0"}, {"dim2", "1"}}, {{2, 3}}, t, {x}, t,
+                   [&](int64_t i) { return x[static_cast<size_t>(i % 2 * 3 + i / 2)]; });
+    expect_forward("slice", {{"begin", "(0, 1)"}, {"end", "(2, 3)"}}, {{2, 3}}, t, {x}, t,
+                   [&](int64_t i) { return x[static_cast<size_t>(i / 2 * 3 + 1 + i % 2)]; });
+  }
+  expect_grad_f64("tile", {{"reps", "(2, 2)"}}, {{2, 3}}, {"normal"});
+  expect_grad_f64("repeat", {{"repeats", "2"}, {"axis", "0"}}, {{2, 3}}, {"normal"});
+  expect_grad_f64("slice", {{"begin", "(1, 0)"}, {"end", "(2, 2)"}}, {{2, 3}}, {"normal"});
   expect_grad_f64("stack", {{"num_args", "2"}, {"axis", "0"}}, {{2, 3}, {2, 3}}, {"normal", "normal"});
   expect_grad_f64("broadcast_to", {{"shape", "(2, 4, 3)"}}, {{2, 1, 3}}, {"normal"});
   expect_grad_f64("Concat", {{"num_args", "2"}, {"dim", "0"}}, {{1, 3}, {2, 3}}, {"normal", "normal"});
