@@ -1,8 +1,8 @@
 // argmax / argmin(axis, keepdims) and argmax_channel: the index of the largest (smallest)
-// element along an axis, or of the flattened array when axis is None, as float32; ties give
+// element along an axis, or of the flattened array when axis is None, in the input dtype; ties give
 // the first. Not differentiable (zero gradient).
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -46,20 +46,27 @@ ArgDims arg_dims(const OpAttrs& a, const Shape& s, std::optional<int64_t> axis, 
 template <bool kMax>
 class ArgKernel final : public Kernel {
  public:
-  ArgKernel(const KernelArgs& a, ArgDims d) : d_(std::move(d)) { tensor::check_f32(a); }
+  // Any numeric dtype; the index is written in the input's dtype (as MXNet).
+  ArgKernel(const KernelArgs& a, ArgDims d)
+      : d_(std::move(d)), t_(tensor::check_dtypes(a, tensor::kNumericDTypes)), what_(tensor::node_label(a)) {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float* x = in[0].cdata<float>();
-    float* y = out[0].data<float>();
-    for (int64_t o = 0; o < d_.outer; ++o)
-      for (int64_t i = 0; i < d_.inner; ++i) {
-        const float* p = x + o * d_.n * d_.inner + i;
-        int64_t best = 0;
-        for (int64_t k = 1; k < d_.n; ++k)
-          if (kMax ? p[k * d_.inner] > p[best * d_.inner] : p[k * d_.inner] < p[best * d_.inner]) best = k;
-        tensor::store(y + o * d_.inner + i, req[0], static_cast<float>(best));
-      }
+    tensor::dispatch_numeric(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].cdata<T>();
+      T* y = out[0].data<T>();
+      for (int64_t o = 0; o < d_.outer; ++o)
+        for (int64_t i = 0; i < d_.inner; ++i) {
+          const T* p = x + o * d_.n * d_.inner + i;
+          int64_t best = 0;
+          for (int64_t k = 1; k < d_.n; ++k) {
+            const auto v = tensor::to_c(p[k * d_.inner]), b = tensor::to_c(p[best * d_.inner]);
+            if (kMax ? v > b : v < b) best = k;
+          }
+          tensor::store_t<T>(y + o * d_.inner + i, req[0], convert_value<T>(best));
+        }
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray>, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
@@ -69,6 +76,8 @@ class ArgKernel final : public Kernel {
 
  private:
   ArgDims d_;
+  DType t_;
+  std::string what_;
 };
 
 template <bool kMax>

@@ -1,7 +1,7 @@
 // one_hot: out[..., j] = on_value where j == int(indices[...]), else off_value; indices
 // outside [0, depth) give a row of off_value. Not differentiable (zero gradient).
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -37,28 +37,35 @@ void infer_one_hot_type(const OpAttrs& a, std::vector<DType>& in, std::vector<DT
 
 class OneHotKernel final : public Kernel {
  public:
-  explicit OneHotKernel(const KernelArgs& a) : p_(a.attrs.param<OneHotParam>()) {
-    tensor::check_f32(a);
+  // Indices of any dtype (read as float), output in the dtype parameter.
+  explicit OneHotKernel(const KernelArgs& a)
+      : p_(a.attrs.param<OneHotParam>()), what_(tensor::node_label(a)) {
+    tensor::dispatch_numeric(a.in_types[0], [](auto) {}, what_);
+    tensor::dispatch_numeric(a.out_types[0], [](auto) {}, what_);
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float* idx = in[0].cdata<float>();
-    float* y = out[0].data<float>();
     const int64_t n = in[0].size(), depth = p_.depth;
-    const float on = static_cast<float>(p_.on_value), off = static_cast<float>(p_.off_value);
-    const bool add = req[0] == Req::kAdd;
-    for (int64_t i = 0; i < n; ++i) {
-      // MXNet truncates the index toward zero; compared in float so NaN and huge values
-      // never reach an integer cast.
-      const float v = idx[i];
-      const int64_t hot = v > -1.f && v < static_cast<float>(depth) ? static_cast<int64_t>(v) : -1;
-      float* row = y + i * depth;
-      for (int64_t j = 0; j < depth; ++j) {
-        float val = j == hot ? on : off;
-        row[j] = add ? row[j] + val : val;
+    std::vector<float> idx(static_cast<size_t>(n));
+    tensor::dispatch_numeric(in[0].dtype(), [&](auto tag) {
+      using I = typename decltype(tag)::type;
+      const I* p = in[0].cdata<I>();
+      for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = static_cast<float>(convert_value<double>(p[i]));
+    }, what_);
+    tensor::dispatch_numeric(out[0].dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* y = out[0].data<T>();
+      const T on = convert_value<T>(p_.on_value), off = convert_value<T>(p_.off_value);
+      for (int64_t i = 0; i < n; ++i) {
+        // MXNet truncates the index toward zero; compared in float so NaN and huge values
+        // never reach an integer cast.
+        const float v = idx[static_cast<size_t>(i)];
+        const int64_t hot = v > -1.f && v < static_cast<float>(depth) ? static_cast<int64_t>(v) : -1;
+        T* row = y + i * depth;
+        for (int64_t j = 0; j < depth; ++j) tensor::store_t<T>(row + j, req[0], j == hot ? on : off);
       }
-    }
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray>, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
@@ -68,6 +75,7 @@ class OneHotKernel final : public Kernel {
 
  private:
   OneHotParam p_;
+  std::string what_;
 };
 
 LOOM_REGISTER_OP("one_hot")

@@ -4,7 +4,7 @@
 // into the slice it came from; the indices get none.
 #include "ops/infer.h"
 #include "ops/tensor/index_util.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -36,10 +36,15 @@ void infer_take_type(const OpAttrs& a, std::vector<DType>& in, std::vector<DType
 
 class TakeKernel final : public Kernel {
  public:
-  explicit TakeKernel(const KernelArgs& a) : name_(a.attrs.name) {
+  explicit TakeKernel(const KernelArgs& a)
+      : name_(a.attrs.name), t_(a.in_types[0]), what_(tensor::node_label(a)) {
     const std::string& m = a.attrs.param<TakeParam>().mode;
     mode_ = m == "wrap" ? Mode::kWrap : m == "raise" ? Mode::kRaise : Mode::kClip;
-    tensor::check_f32(a);
+    if (a.out_types[0] != t_)
+      throw Error(what_ + ": output dtype " + dtype_name(a.out_types[0]) +
+                  " differs from input dtype " + dtype_name(t_));
+    dispatch_dtype(t_, [](auto) {}, what_);
+    dispatch_dtype(a.in_types[1], [](auto) {}, what_);
     const Shape& s = a.in_shapes[0];
     int ax = tensor::norm_axis(a.attrs.param<TakeParam>().axis, s.ndim(), "axis");
     for (int d = 0; d < ax; ++d) outer_ *= s[d];
@@ -47,37 +52,56 @@ class TakeKernel final : public Kernel {
     n_ = s[ax];
     count_ = a.in_shapes[1].numel();
   }
-  // The output as (outer, count, inner) reading a as (outer, n, inner).
+  // The output as (outer, count, inner) reading a as (outer, n, inner). Data of any dtype;
+  // indices of any dtype (read as float, as MXNet).
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float *x = in[0].cdata<float>(), *idx = in[1].cdata<float>();
-    float* y = out[0].data<float>();
-    const bool add = req[0] == Req::kAdd;
-    for (int64_t o = 0; o < outer_; ++o)
-      for (int64_t j = 0; j < count_; ++j) {
-        const float* src = x + (o * n_ + row(idx[j])) * inner_;
-        float* dst = y + (o * count_ + j) * inner_;
-        for (int64_t i = 0; i < inner_; ++i) dst[i] = add ? dst[i] + src[i] : src[i];
-      }
+    const std::vector<int64_t> rows = read_rows(in[1]);
+    dispatch_dtype(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].cdata<T>();
+      T* y = out[0].data<T>();
+      const bool add = req[0] == Req::kAdd;
+      for (int64_t o = 0; o < outer_; ++o)
+        for (int64_t j = 0; j < count_; ++j) {
+          const T* src = x + (o * n_ + rows[static_cast<size_t>(j)]) * inner_;
+          T* dst = y + (o * count_ + j) * inner_;
+          for (int64_t i = 0; i < inner_; ++i)
+            dst[i] = add ? tensor::add_value<T>(dst[i], src[i]) : src[i];
+        }
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    if (req[0] != Req::kAdd) tensor::fill_req(ig[0], req[0], 0.f);
-    const float* g = og[0].cdata<float>();
-    float* dx = ig[0].data<float>();
-    const float* idx = in[1].cdata<float>();
-    for (int64_t o = 0; o < outer_; ++o)
-      for (int64_t j = 0; j < count_; ++j) {
-        float* dst = dx + (o * n_ + row(idx[j])) * inner_;
-        const float* src = g + (o * count_ + j) * inner_;
-        for (int64_t i = 0; i < inner_; ++i) dst[i] += src[i];
-      }
+    const std::vector<int64_t> rows = read_rows(in[1]);
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (req[0] != Req::kAdd) tensor::fill_req(ig[0], req[0], 0.f);
+      const T* g = og[0].cdata<T>();
+      T* dx = ig[0].data<T>();
+      for (int64_t o = 0; o < outer_; ++o)
+        for (int64_t j = 0; j < count_; ++j) {
+          T* dst = dx + (o * n_ + rows[static_cast<size_t>(j)]) * inner_;
+          const T* src = g + (o * count_ + j) * inner_;
+          for (int64_t i = 0; i < inner_; ++i) dst[i] = tensor::add_value<T>(dst[i], src[i]);
+        }
+    }, what_);
   }
 
  private:
+  std::vector<int64_t> read_rows(const NDArray& idx) const {
+    std::vector<int64_t> rows(static_cast<size_t>(count_));
+    dispatch_dtype(idx.dtype(), [&](auto tag) {
+      using I = typename decltype(tag)::type;
+      const I* p = idx.cdata<I>();
+      for (int64_t j = 0; j < count_; ++j)
+        rows[static_cast<size_t>(j)] = row(static_cast<float>(convert_value<double>(p[j])));
+    }, what_);
+    return rows;
+  }
   // An index truncated toward zero, then clipped, wrapped or checked.
   int64_t row(float v) const {
     if (mode_ == Mode::kWrap) return tensor::wrap_index(v, n_);
@@ -88,6 +112,8 @@ class TakeKernel final : public Kernel {
   }
   enum class Mode { kClip, kWrap, kRaise };
   std::string name_;
+  DType t_;
+  std::string what_;
   Mode mode_;
   int64_t outer_ = 1, inner_ = 1, n_ = 1, count_ = 0;
 };

@@ -557,6 +557,37 @@ TEST(DTypeMove, TransposeAndReshapeEveryDtype) {
     expect_forward("slice", {{"begin", "(0, 1)"}, {"end", "(2, 3)"}}, {{2, 3}}, t, {x}, t,
                    [&](int64_t i) { return x[static_cast<size_t>(i / 2 * 3 + 1 + i % 2)]; });
   }
+  for (DType t : all_numeric())
+    for (DType it : {DType::kFloat32, DType::kInt32, DType::kInt64}) {  // take: any index dtype
+      SCOPED_TRACE(std::string("take indices ") + dtype_name(it));
+      Vec x = sample_values(6, t, "normal", 48);  // (3, 2)
+      ImperativeOp take("take", {}, {{3, 2}, {4}}, {t, it});
+      ASSERT_EQ(take.out_types()[0], t);
+      NDArray y = take.forward({typed({3, 2}, t, x), typed({4}, it, {2, 0, 1, 2})})[0];
+      const Vec want = {x[4], x[5], x[0], x[1], x[2], x[3], x[4], x[5]};
+      EXPECT_EQ(values(y), want) << dtype_name(t);
+    }
+  for (DType t : all_numeric()) {
+    // argmax/argmin: the index in the input's dtype (MXNet); one_hot: any index dtype, output
+    // in its dtype parameter.
+    Vec x = sample_values(12, t, "normal", 49);  // (3, 4)
+    for (bool mx : {true, false}) {
+      Vec want(3);
+      for (int r = 0; r < 3; ++r) {
+        int best = 0;
+        for (int c = 1; c < 4; ++c)
+          if (mx ? x[r * 4 + c] > x[r * 4 + best] : x[r * 4 + c] < x[r * 4 + best]) best = c;
+        want[static_cast<size_t>(r)] = best;
+      }
+      expect_forward(mx ? "argmax" : "argmin", {{"axis", "1"}}, {{3, 4}}, t, {x}, t,
+                     [&](int64_t i) { return want[static_cast<size_t>(i)]; });
+    }
+    ImperativeOp oh("one_hot", {{"depth", "3"}, {"dtype", dtype_name(t)}, {"on_value", "5"}}, {{3}},
+                    {DType::kInt32});
+    ASSERT_EQ(oh.out_types()[0], t);
+    EXPECT_EQ(values(oh.forward({typed({3}, DType::kInt32, {2, 0, 7})})[0]),
+              (Vec{0, 0, 5, 5, 0, 0, 0, 0, 0}));
+  }
   expect_grad_f64("tile", {{"reps", "(2, 2)"}}, {{2, 3}}, {"normal"});
   expect_grad_f64("repeat", {{"repeats", "2"}, {"axis", "0"}}, {{2, 3}}, {"normal"});
   expect_grad_f64("slice", {{"begin", "(1, 0)"}, {"end", "(2, 2)"}}, {{2, 3}}, {"normal"});
