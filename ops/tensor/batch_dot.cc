@@ -2,7 +2,7 @@
 // (B, M, K) and (B, K, N) arrays (either transposed in its last two axes) into (B, M, N).
 #include "ops/infer.h"
 #include "ops/tensor/gemm.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -45,33 +45,47 @@ class BatchDotKernel final : public Kernel {
  public:
   explicit BatchDotKernel(const KernelArgs& a)
       : p_(a.attrs.param<BatchDotParam>()), d_(batch_dims(a.attrs, a.in_shapes[0], a.in_shapes[1])) {
-    tensor::check_f32(a);
+    const DType t = tensor::check_dtypes(a, tensor::dtype_bit(DType::kFloat32) | tensor::dtype_bit(DType::kFloat64));
+    f64_ = t == DType::kFloat64;
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    if (req[0] == Req::kNull) return;
-    const float *l = in[0].cdata<float>(), *r = in[1].cdata<float>();
-    float* y = out[0].data<float>();
-    for (int64_t b = 0; b < d_.b; ++b)
-      tensor::gemm(p_.transpose_a, p_.transpose_b, d_.m, d_.n, d_.k, l + b * d_.m * d_.k,
-                   r + b * d_.k * d_.n, y + b * d_.m * d_.n, req[0] == Req::kAdd);
+    if (f64_) fwd<double>(in, req, out);
+    else fwd<float>(in, req, out);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    const float *g = og[0].cdata<float>(), *l = in[0].cdata<float>(), *r = in[1].cdata<float>();
+    if (f64_) bwd<double>(og, in, req, ig);
+    else bwd<float>(og, in, req, ig);
+  }
+
+ private:
+  template <class T>
+  void fwd(std::span<const NDArray> in, std::span<const Req> req, std::span<const NDArray> out) {
+    if (req[0] == Req::kNull) return;
+    const T *l = in[0].cdata<T>(), *r = in[1].cdata<T>();
+    T* y = out[0].data<T>();
+    for (int64_t b = 0; b < d_.b; ++b)
+      tensor::gemm(p_.transpose_a, p_.transpose_b, d_.m, d_.n, d_.k, l + b * d_.m * d_.k,
+                   r + b * d_.k * d_.n, y + b * d_.m * d_.n, req[0] == Req::kAdd);
+  }
+  template <class T>
+  void bwd(std::span<const NDArray> og, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> ig) {
+    const T *g = og[0].cdata<T>(), *l = in[0].cdata<T>(), *r = in[1].cdata<T>();
     const int64_t m = d_.m, n = d_.n, k = d_.k, mk = m * k, kn = k * n, mn = m * n;
     for (int64_t b = 0; b < d_.b; ++b) {
-      const float *gb = g + b * mn, *lb = l + b * mk, *rb = r + b * kn;
+      const T *gb = g + b * mn, *lb = l + b * mk, *rb = r + b * kn;
       if (req[0] != Req::kNull) {
-        float* dl = ig[0].data<float>() + b * mk;
+        T* dl = ig[0].data<T>() + b * mk;
         if (!p_.transpose_a)
           tensor::gemm(false, !p_.transpose_b, m, k, n, gb, rb, dl, req[0] == Req::kAdd);
         else
           tensor::gemm(p_.transpose_b, true, k, m, n, rb, gb, dl, req[0] == Req::kAdd);
       }
       if (req[1] != Req::kNull) {
-        float* dr = ig[1].data<float>() + b * kn;
+        T* dr = ig[1].data<T>() + b * kn;
         if (!p_.transpose_b)
           tensor::gemm(!p_.transpose_a, false, k, n, m, lb, gb, dr, req[1] == Req::kAdd);
         else
@@ -83,6 +97,7 @@ class BatchDotKernel final : public Kernel {
  private:
   BatchDotParam p_;
   BatchDims d_;
+  bool f64_ = false;
 };
 
 LOOM_REGISTER_OP("batch_dot")

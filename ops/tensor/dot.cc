@@ -4,7 +4,7 @@
 // each in its own orientation.
 #include "ops/infer.h"
 #include "ops/tensor/gemm.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -55,38 +55,53 @@ class DotKernel final : public Kernel {
  public:
   explicit DotKernel(const KernelArgs& a)
       : p_(a.attrs.param<DotParam>()), d_(dot_dims(a.attrs, a.in_shapes[0], a.in_shapes[1])) {
-    tensor::check_f32(a);
+    const DType t = tensor::check_dtypes(a, tensor::dtype_bit(DType::kFloat32) | tensor::dtype_bit(DType::kFloat64));
+    f64_ = t == DType::kFloat64;
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    if (req[0] == Req::kNull) return;
-    tensor::gemm(p_.transpose_a, p_.transpose_b, d_.m, d_.n, d_.k, in[0].cdata<float>(),
-                 in[1].cdata<float>(), out[0].data<float>(), req[0] == Req::kAdd);
+    if (f64_) fwd<double>(in, req, out);
+    else fwd<float>(in, req, out);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    const float *g = og[0].cdata<float>(), *l = in[0].cdata<float>(), *r = in[1].cdata<float>();
+    if (f64_) bwd<double>(og, in, req, ig);
+    else bwd<float>(og, in, req, ig);
+  }
+
+ private:
+  template <class T>
+  void fwd(std::span<const NDArray> in, std::span<const Req> req, std::span<const NDArray> out) {
+    if (req[0] == Req::kNull) return;
+    tensor::gemm(p_.transpose_a, p_.transpose_b, d_.m, d_.n, d_.k, in[0].cdata<T>(),
+                 in[1].cdata<T>(), out[0].data<T>(), req[0] == Req::kAdd);
+  }
+  template <class T>
+  void bwd(std::span<const NDArray> og, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> ig) {
+    const T *g = og[0].cdata<T>(), *l = in[0].cdata<T>(), *r = in[1].cdata<T>();
     const int64_t m = d_.m, n = d_.n, k = d_.k;
     if (req[0] != Req::kNull) {
       // dL (M, K) = dY (M, N) op(R)^T; with transpose_a dL is (K, M) = op(R) dY^T.
       if (!p_.transpose_a)
-        tensor::gemm(false, !p_.transpose_b, m, k, n, g, r, ig[0].data<float>(), req[0] == Req::kAdd);
+        tensor::gemm(false, !p_.transpose_b, m, k, n, g, r, ig[0].data<T>(), req[0] == Req::kAdd);
       else
-        tensor::gemm(p_.transpose_b, true, k, m, n, r, g, ig[0].data<float>(), req[0] == Req::kAdd);
+        tensor::gemm(p_.transpose_b, true, k, m, n, r, g, ig[0].data<T>(), req[0] == Req::kAdd);
     }
     if (req[1] != Req::kNull) {
       // dR (K, N) = op(L)^T dY; with transpose_b dR is (N, K) = dY^T op(L).
       if (!p_.transpose_b)
-        tensor::gemm(!p_.transpose_a, false, k, n, m, l, g, ig[1].data<float>(), req[1] == Req::kAdd);
+        tensor::gemm(!p_.transpose_a, false, k, n, m, l, g, ig[1].data<T>(), req[1] == Req::kAdd);
       else
-        tensor::gemm(true, p_.transpose_a, n, k, m, g, l, ig[1].data<float>(), req[1] == Req::kAdd);
+        tensor::gemm(true, p_.transpose_a, n, k, m, g, l, ig[1].data<T>(), req[1] == Req::kAdd);
     }
   }
 
  private:
   DotParam p_;
   DotDims d_;
+  bool f64_ = false;
 };
 
 LOOM_REGISTER_OP("dot")

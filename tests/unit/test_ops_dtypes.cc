@@ -599,6 +599,19 @@ TEST(DTypeMove, TransposeAndReshapeEveryDtype) {
   expect_grad_f64("Reshape", {{"shape", "(4, -1)"}}, {{2, 3, 4}}, {"normal"});
 }
 
+TEST(DTypeDot, Float64) {
+  Vec a = sample_values(6, DType::kFloat64, "normal", 51), b = sample_values(12, DType::kFloat64, "normal", 52);
+  expect_forward("dot", {}, {{2, 3}, {3, 4}}, DType::kFloat64, {a, b}, DType::kFloat64, [&](int64_t i) {
+    double s = 0;
+    for (int k = 0; k < 3; ++k) s += a[static_cast<size_t>(i / 4 * 3 + k)] * b[static_cast<size_t>(k * 4 + i % 4)];
+    return s;
+  });
+  expect_grad_f64("dot", {}, {{2, 3}, {3, 4}}, {"normal", "normal"});
+  expect_grad_f64("dot", {{"transpose_a", "True"}, {"transpose_b", "True"}}, {{3, 2}, {4, 3}}, {"normal", "normal"});
+  expect_grad_f64("batch_dot", {}, {{2, 2, 3}, {2, 3, 2}}, {"normal", "normal"});
+  EXPECT_THROW(ImperativeOp("dot", {}, {{2, 3}, {3, 4}}, {DType::kInt32, DType::kInt32}), Error);
+}
+
 TEST(DTypeErrors, IntegerGradientIsAClearError) {
   ImperativeOp op("elemwise_mul", {}, {{2}, {2}}, {DType::kInt32, DType::kInt32});
   NDArray a = typed({2}, DType::kInt32, {1, 2});
