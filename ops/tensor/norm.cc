@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -44,37 +44,56 @@ std::pair<Shape, Shape> norm_shapes(const OpAttrs& a, const Shape& s) {
 
 class NormKernel final : public Kernel {
  public:
-  explicit NormKernel(const KernelArgs& a) : l1_(a.attrs.param<NormParam>().ord == 1) {
-    tensor::check_f32(a);
+  explicit NormKernel(const KernelArgs& a)
+      : l1_(a.attrs.param<NormParam>().ord == 1),
+        t_(tensor::check_dtypes(a, tensor::kFloatDTypes)),
+        what_(tensor::node_label(a)) {
     auto [kept, out] = norm_shapes(a.attrs, a.in_shapes[0]);
     red_ = tensor::make_reduce_plan(a.in_shapes[0], kept);
     bcast_ = tensor::make_bcast_plan(a.in_shapes[0], kept, a.in_shapes[0]);
   }
+  // float32, float64 and float16 (accumulated in double, as float32).
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const float* x = in[0].cdata<float>();
-    if (l1_)
-      tensor::reduce(red_, x, out[0].data<float>(), req[0], 0.0,
-                     [](double acc, double v) { return acc + std::abs(v); }, [](double v) { return v; });
-    else
-      tensor::reduce(red_, x, out[0].data<float>(), req[0], 0.0,
-                     [](double acc, double v) { return acc + v * v; }, [](double v) { return std::sqrt(v); });
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].cdata<T>();
+      auto fin_l1 = [](double v) { return convert_value<T>(v); };
+      auto fin_l2 = [](double v) { return convert_value<T>(std::sqrt(v)); };
+      if (l1_)
+        tensor::reduce_t(red_, x, out[0].data<T>(), req[0], 0.0,
+                         [](double acc, T v) { return acc + std::abs(static_cast<double>(v)); }, fin_l1);
+      else
+        tensor::reduce_t(red_, x, out[0].data<T>(), req[0], 0.0,
+                         [](double acc, T v) {
+                           const double d = static_cast<double>(v);
+                           return acc + d * d;
+                         },
+                         fin_l2);
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray> out, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    const float *g = og[0].cdata<float>(), *x = in[0].cdata<float>(), *n = out[0].cdata<float>();
-    float* dx = ig[0].data<float>();
-    const bool add = req[0] == Req::kAdd, l1 = l1_;
-    tensor::bcast_for(bcast_, [=](int64_t i, int64_t, int64_t r) {
-      const float v = l1 ? (x[i] > 0.f ? g[r] : x[i] < 0.f ? -g[r] : 0.f) : (n[r] > 0.f ? g[r] * x[i] / n[r] : 0.f);
-      dx[i] = add ? dx[i] + v : v;
-    });
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      const T *g = og[0].cdata<T>(), *x = in[0].cdata<T>(), *n = out[0].cdata<T>();
+      T* dx = ig[0].data<T>();
+      const bool add = req[0] == Req::kAdd, l1 = l1_;
+      tensor::bcast_for(bcast_, [=](int64_t i, int64_t, int64_t r) {
+        const C xi = tensor::to_c(x[i]), gr = tensor::to_c(g[r]), nr = tensor::to_c(n[r]);
+        const C v = l1 ? (xi > C(0) ? gr : xi < C(0) ? -gr : C(0)) : (nr > C(0) ? gr * xi / nr : C(0));
+        dx[i] = add ? tensor::add_value<T>(dx[i], tensor::from_c<T>(v)) : tensor::from_c<T>(v);
+      });
+    }, what_);
   }
 
  private:
   bool l1_;
+  DType t_;
+  std::string what_;
   tensor::ReducePlan red_;
   tensor::BcastPlan bcast_;
 };

@@ -3,7 +3,7 @@
 // gradient back to the picked elements; the index gets none.
 #include "ops/infer.h"
 #include "ops/tensor/index_util.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -65,40 +65,66 @@ class PickKernel final : public Kernel {
   explicit PickKernel(const KernelArgs& a)
       : wrap_(a.attrs.param<PickParam>().mode == "wrap"),
         l_(layout_of(a.attrs.param<PickParam>(), a.in_shapes[0],
-                     "node '" + a.attrs.name + "' (op pick): axis")) {
-    tensor::check_f32(a);
+                     "node '" + a.attrs.name + "' (op pick): axis")),
+        t_(a.in_types[0]),
+        what_(tensor::node_label(a)) {
+    if (a.out_types[0] != t_)
+      throw Error(what_ + ": output dtype " + dtype_name(a.out_types[0]) +
+                  " differs from input dtype " + dtype_name(t_));
+    tensor::dispatch_numeric(t_, [](auto) {}, what_);
+    tensor::dispatch_numeric(a.in_types[1], [](auto) {}, what_);
   }
+  // Data of any numeric dtype; indices of any dtype, read as float (MXNet).
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float *x = in[0].cdata<float>(), *idx = in[1].cdata<float>();
-    float* y = out[0].data<float>();
-    const bool add = req[0] == Req::kAdd;
-    for (int64_t o = 0; o < l_.outer; ++o)
-      for (int64_t i = 0; i < l_.inner; ++i) {
-        const int64_t k = o * l_.inner + i;
-        const float v = x[(o * l_.n + which(idx[k])) * l_.inner + i];
-        y[k] = add ? y[k] + v : v;
-      }
+    const std::vector<int64_t> rows = read_rows(in[1]);
+    tensor::dispatch_numeric(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].cdata<T>();
+      T* y = out[0].data<T>();
+      for (int64_t o = 0; o < l_.outer; ++o)
+        for (int64_t i = 0; i < l_.inner; ++i) {
+          const int64_t k = o * l_.inner + i;
+          tensor::store_t<T>(y + k, req[0], x[(o * l_.n + rows[static_cast<size_t>(k)]) * l_.inner + i]);
+        }
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    if (req[0] != Req::kAdd) tensor::fill_req(ig[0], req[0], 0.f);
-    const float *g = og[0].cdata<float>(), *idx = in[1].cdata<float>();
-    float* dx = ig[0].data<float>();
-    for (int64_t o = 0; o < l_.outer; ++o)
-      for (int64_t i = 0; i < l_.inner; ++i) {
-        const int64_t k = o * l_.inner + i;
-        dx[(o * l_.n + which(idx[k])) * l_.inner + i] += g[k];
-      }
+    const std::vector<int64_t> rows = read_rows(in[1]);
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (req[0] != Req::kAdd) tensor::fill_req(ig[0], req[0], 0.f);
+      const T* g = og[0].cdata<T>();
+      T* dx = ig[0].data<T>();
+      for (int64_t o = 0; o < l_.outer; ++o)
+        for (int64_t i = 0; i < l_.inner; ++i) {
+          const int64_t k = o * l_.inner + i;
+          T* d = dx + (o * l_.n + rows[static_cast<size_t>(k)]) * l_.inner + i;
+          *d = tensor::add_value<T>(*d, g[k]);
+        }
+    }, what_);
   }
 
  private:
+  std::vector<int64_t> read_rows(const NDArray& idx) const {
+    std::vector<int64_t> rows(static_cast<size_t>(idx.size()));
+    tensor::dispatch_numeric(idx.dtype(), [&](auto tag) {
+      using I = typename decltype(tag)::type;
+      const I* p = idx.cdata<I>();
+      for (size_t j = 0; j < rows.size(); ++j)
+        rows[j] = which(static_cast<float>(convert_value<double>(p[j])));
+    }, what_);
+    return rows;
+  }
   int64_t which(float v) const { return wrap_ ? tensor::wrap_index(v, l_.n) : tensor::clip_index(v, l_.n); }
   bool wrap_;
   Layout3 l_;
+  DType t_;
+  std::string what_;
 };
 
 LOOM_REGISTER_OP("pick")

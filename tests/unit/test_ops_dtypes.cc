@@ -612,6 +612,30 @@ TEST(DTypeDot, Float64) {
   EXPECT_THROW(ImperativeOp("dot", {}, {{2, 3}, {3, 4}}, {DType::kInt32, DType::kInt32}), Error);
 }
 
+TEST(DTypeNormPick, FloatNormsAndPickAnyDtype) {
+  for (DType t : kFloats) {
+    Vec x = sample_values(12, t, "normal", 53);
+    for (const char* ord : {"1", "2"}) {
+      Vec want(3, 0);
+      for (size_t i = 0; i < 12; ++i) want[i / 4] += ord[0] == '1' ? std::fabs(x[i]) : x[i] * x[i];
+      if (ord[0] == '2')
+        for (auto& w : want) w = std::sqrt(w);
+      expect_forward("norm", {{"ord", ord}, {"axis", "(1,)"}}, {{3, 4}}, t, {x}, t,
+                     [&](int64_t i) { return want[static_cast<size_t>(i)]; });
+    }
+  }
+  expect_grad_f64("norm", {{"axis", "(1,)"}}, {{3, 4}}, {"normal"});
+  expect_grad_f64("norm", {{"ord", "1"}}, {{3, 4}}, {"normal"});
+  for (DType t : all_numeric())
+    for (DType it : {DType::kFloat32, DType::kInt64}) {
+      Vec x = sample_values(12, t, "normal", 54);  // (3, 4), pick along axis 1
+      ImperativeOp pick("pick", {{"axis", "1"}}, {{3, 4}, {3}}, {t, it});
+      NDArray y = pick.forward({typed({3, 4}, t, x), typed({3}, it, {3, 0, 9})})[0];
+      ASSERT_EQ(y.dtype(), t);
+      EXPECT_EQ(values(y), (Vec{x[3], x[4], x[11]})) << dtype_name(t);  // 9 clips to 3
+    }
+}
+
 TEST(DTypeErrors, IntegerGradientIsAClearError) {
   ImperativeOp op("elemwise_mul", {}, {{2}, {2}}, {DType::kInt32, DType::kInt32});
   NDArray a = typed({2}, DType::kInt32, {1, 2});
