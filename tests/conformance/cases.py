@@ -349,12 +349,61 @@ for op in ("sum", "mean", "max", "min"):
              {"data": (3, 4, 5)}, [op])
 
 # --------------------------------------------------------------------------- misc tensor
-for dt in ("float64", "float16", "int32"):
+for dt in ("float64", "float16", "int32", "int64", "int8", "uint8"):
     case("cast_" + dt, lambda mx, dt=dt: mx.sym.Cast(V(mx), dtype=dt, name="cast"),
-         {"data": (3, 4)}, ["Cast"], train=dt != "int32",
-         init={"data": ("normal", 4.0)},
-         xfail="Loom has no float16 dtype (Cast: unsupported dtype float16)"
-         if dt == "float16" else None)
+         {"data": (3, 4)}, ["Cast"], train=dt in ("float64", "float16"),
+         init={"data": ("normal", 4.0) if dt != "uint8" else ("uniform", 0.0, 250.0)})
+for src in ("int32", "float64", "float16", "uint8"):
+    case("cast_%s_to_float32" % src, lambda mx: mx.sym.Cast(V(mx), dtype="float32", name="cast"),
+         {"data": (3, 4)}, ["Cast"], dtypes={"data": src}, train=src != "int32" and src != "uint8",
+         init={"data": ("int", 0, 200)})
+
+# --------------------------------------------------------------------------- other dtypes
+# Element-wise arithmetic, reductions and scalar ops on the dtypes MXNet programs use;
+# integer inputs compare forward only (MXNet has no integer gradients).
+for dt in ("float64", "float16", "int32", "int64", "int8", "uint8"):
+    fl = dt.startswith("float")
+    ints = {"a": ("int", 1, 9), "b": ("int", 1, 5)}
+    for op in ("elemwise_add", "elemwise_sub", "elemwise_mul", "elemwise_div"):
+        case("%s_%s" % (op, dt), lambda mx, op=op: sym_op(mx, op)(V(mx, "a"), V(mx, "b"), name="ew"),
+             {"a": (3, 4), "b": (3, 4)}, [op], dtypes={"a": dt, "b": dt}, train=fl,
+             init=None if fl and op != "elemwise_div" else
+             ({"b": ("absmin", 0.5)} if fl else ints),
+             tol=(1e-2, 1e-2) if dt == "float16" else None)
+    case("broadcast_mul_" + dt, lambda mx: mx.sym.broadcast_mul(V(mx, "a"), V(mx, "b"), name="bc"),
+         {"a": (3, 4), "b": (1, 4)}, ["broadcast_mul"], dtypes={"a": dt, "b": dt}, train=fl,
+         init=None if fl else ints, tol=(1e-2, 1e-2) if dt == "float16" else None)
+    for op, sc in (("_plus_scalar", 3), ("_mul_scalar", 3), ("_div_scalar", 2),
+                   ("_minus_scalar", 2), ("_maximum_scalar", 4)):
+        case("%s_%s" % (op, dt), lambda mx, op=op, sc=sc: sym_op(mx, op)(V(mx), scalar=sc, name="sc"),
+             {"data": (3, 4)}, [op], dtypes={"data": dt}, train=fl,
+             init=None if fl else {"data": ("int", 0, 9)},
+             tol=(1e-2, 1e-2) if dt == "float16" else None)
+    for op in ("sum", "max"):
+        case("%s_%s" % (op, dt), lambda mx, op=op: getattr(mx.sym, op)(V(mx), axis=1, name="r"),
+             {"data": (3, 4)}, [op], dtypes={"data": dt}, train=fl,
+             init=None if fl else {"data": ("int", 0, 9)},
+             tol=(1e-2, 1e-2) if dt == "float16" else None)
+
+# --------------------------------------------------------------------------- comparisons
+# 1/0 in the input dtype, zero gradient; small integers (as float32) make ties common.
+_ties = {"a": ("int", -2, 3), "b": ("int", -2, 3)}
+for name in ("equal", "not_equal", "greater", "greater_equal", "lesser", "lesser_equal",
+             "logical_and", "logical_or", "logical_xor"):
+    case("_" + name, lambda mx, n=name: sym_op(mx, "_" + n)(V(mx, "a"), V(mx, "b"), name="cmp"),
+         {"a": (3, 4), "b": (3, 4)}, ["_" + name], init=_ties)
+    case("broadcast_" + name,
+         lambda mx, n=name: getattr(mx.sym, "broadcast_" + n)(V(mx, "a"), V(mx, "b"), name="cmp"),
+         {"a": (3, 4), "b": (1, 4)}, ["broadcast_" + name], init=_ties)
+    case("_%s_scalar" % name,
+         lambda mx, n=name: sym_op(mx, "_%s_scalar" % n)(V(mx), scalar=1, name="cmp"),
+         {"data": (3, 4)}, ["_%s_scalar" % name], init={"data": ("int", -2, 3)})
+case("_equal_int32", lambda mx: sym_op(mx, "_equal")(V(mx, "a"), V(mx, "b"), name="cmp"),
+     {"a": (3, 4), "b": (3, 4)}, ["_equal"], init=_ties, dtypes={"a": "int32", "b": "int32"},
+     train=False)
+for i, kw in enumerate(_red[:5]):
+    case("prod%d" % i, lambda mx, kw=kw: mx.sym.prod(V(mx), name="r", **kw),
+         {"data": (3, 4, 5)}, ["prod"], init={"data": ("uniform", 0.5, 1.5)})
 case("where_same", lambda mx: mx.sym.where(V(mx, "cond"), V(mx, "x"), V(mx, "y"), name="w"),
      {"cond": (3, 4), "x": (3, 4), "y": (3, 4)}, ["where"],
      init={"cond": ("int", 0, 2)}, no_grad=["cond"])
