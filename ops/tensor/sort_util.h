@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/tensor/tensor_util.h"
+#include "runtime/dtype_traits.h"
 
 namespace loom::tensor {
 
@@ -27,13 +28,16 @@ struct Lanes {
   }
   int64_t at(int64_t o, int64_t i, int64_t k) const { return (o * n + k) * inner + i; }
   /// The positions 0..n-1 of lane (o, i) in sorted order (stable).
-  std::vector<int64_t> order(const float* x, int64_t o, int64_t i, bool ascend) const {
+  template <class T>
+  std::vector<int64_t> order(const T* x, int64_t o, int64_t i, bool ascend) const {
     std::vector<int64_t> p(static_cast<size_t>(n));
     std::iota(p.begin(), p.end(), 0);
+    // Compared in the compute type (float for float16).
+    auto v = [&](int64_t k) { return static_cast<compute_t<T>>(x[at(o, i, k)]); };
     if (ascend)
-      std::stable_sort(p.begin(), p.end(), [&](int64_t a, int64_t b) { return x[at(o, i, a)] < x[at(o, i, b)]; });
+      std::stable_sort(p.begin(), p.end(), [&](int64_t a, int64_t b) { return v(a) < v(b); });
     else
-      std::stable_sort(p.begin(), p.end(), [&](int64_t a, int64_t b) { return x[at(o, i, a)] > x[at(o, i, b)]; });
+      std::stable_sort(p.begin(), p.end(), [&](int64_t a, int64_t b) { return v(a) > v(b); });
     return p;
   }
 };

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -634,6 +636,38 @@ TEST(DTypeNormPick, FloatNormsAndPickAnyDtype) {
       ASSERT_EQ(y.dtype(), t);
       EXPECT_EQ(values(y), (Vec{x[3], x[4], x[11]})) << dtype_name(t);  // 9 clips to 3
     }
+}
+
+TEST(DTypeSort, SortArgsortTopkEveryDtype) {
+  for (DType t : all_numeric()) {
+    Vec x = sample_values(8, t, "normal", 55);  // integer ties exercise the stable order
+    std::vector<int64_t> ord(8);
+    std::iota(ord.begin(), ord.end(), 0);
+    std::stable_sort(ord.begin(), ord.end(), [&](int64_t a, int64_t b) { return x[a] < x[b]; });
+    expect_forward("sort", {}, {{8}}, t, {x}, t, [&](int64_t i) { return x[static_cast<size_t>(ord[i])]; });
+    ImperativeOp as("argsort", {{"dtype", "int32"}}, {{8}}, {t});
+    ASSERT_EQ(as.out_types()[0], DType::kInt32);
+    NDArray pos = as.forward({typed({8}, t, x)})[0];
+    for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(pos.at(i), ord[static_cast<size_t>(i)]) << dtype_name(t);
+    // topk both: values in t, indices in the dtype parameter (default float32).
+    std::vector<int64_t> desc(8);
+    std::iota(desc.begin(), desc.end(), 0);
+    std::stable_sort(desc.begin(), desc.end(), [&](int64_t a, int64_t b) { return x[a] > x[b]; });
+    ImperativeOp tk("topk", {{"k", "3"}, {"ret_typ", "both"}}, {{8}}, {t});
+    ASSERT_EQ(tk.out_types()[0], t);
+    ASSERT_EQ(tk.out_types()[1], DType::kFloat32);
+    auto outs = tk.forward({typed({8}, t, x)});
+    for (int64_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(outs[0].at(i), x[static_cast<size_t>(desc[i])]) << dtype_name(t);
+      EXPECT_EQ(outs[1].at(i), desc[static_cast<size_t>(i)]) << dtype_name(t);
+    }
+    ImperativeOp mk("topk", {{"k", "2"}, {"ret_typ", "mask"}}, {{8}}, {t});
+    ASSERT_EQ(mk.out_types()[0], t);
+    NDArray m = mk.forward({typed({8}, t, x)})[0];
+    for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(m.at(i), i == desc[0] || i == desc[1] ? 1 : 0);
+  }
+  expect_grad_f64("sort", {{"axis", "0"}}, {{4, 3}}, {"normal"});
+  expect_grad_f64("topk", {{"k", "2"}, {"ret_typ", "value"}}, {{3, 4}}, {"normal"});
 }
 
 TEST(DTypeErrors, IntegerGradientIsAClearError) {
