@@ -19,8 +19,6 @@ else:
     import loom as mx
 
 logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout, force=True)
-# MXNet's lr schedulers log each rate change from Python; Loom's run inside the update graph.
-logging.getLogger().handlers[0].addFilter(lambda r: not r.getMessage().startswith("Update["))
 
 
 def mlp(num_hidden=16, num_classes=4):

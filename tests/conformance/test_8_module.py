@@ -33,8 +33,6 @@ class Capture(logging.Handler):
 
     def emit(self, record):
         msg = record.getMessage()
-        if msg.startswith("Update["):  # MXNet's lr schedulers log from Python
-            return
         msg = re.sub(r"Speed: [0-9.einf]+", "Speed: X", msg)
         msg = re.sub(r"Time cost=[0-9.]+", "Time cost=X", msg)
         msg = re.sub(r'"[^"]*/([^/"]+)"', r'"\1"', msg)  # temp directories differ

@@ -7,6 +7,7 @@ on num_update alone, also when it goes back) and, passed to
 an optimizer of `loom.optimizer`, becomes part of a training-step graph (`loom.train.
 make_step`): the `_loom_lr` node evaluates it from the graph's real-step counter, so the
 schedule advances once per real (optimizer) step, never per micro-batch."""
+import logging
 import math
 
 __all__ = ["LRScheduler", "FactorScheduler", "MultiFactorScheduler", "PolyScheduler",
@@ -56,6 +57,18 @@ class LRScheduler:
     def _after_warmup(self, num_update):
         return self.base_lr
 
+    def log_changes(self, num_update):
+        """Logs (logging.info) what MXNet's stateful scheduler prints when called with
+        num_update, for callers that evaluate the schedule in a graph (Module's update
+        graph) or in closed form. The rate itself is not touched: a private replay of
+        MXNet's bookkeeping decides when MXNet would have printed."""
+        if num_update >= self.warmup_steps:
+            for msg in self._replay(num_update):
+                logging.info(msg)
+
+    def _replay(self, num_update):
+        return []
+
 
 class FactorScheduler(LRScheduler):
     """lr = base_lr * factor^floor((num_update-1)/step), not below stop_factor_lr."""
@@ -83,6 +96,20 @@ class FactorScheduler(LRScheduler):
         if base != self.base_lr:
             d["base_lr"] = float(base)
         return d
+
+    def _replay(self, num_update):
+        st = self.__dict__.setdefault("_log_state", [getattr(self, "count", 0), self.base_lr])
+        out = []
+        while num_update > st[0] + self.step:
+            st[0] += self.step
+            st[1] *= self.factor
+            if st[1] < self.stop_factor_lr:
+                st[1] = self.stop_factor_lr
+                out.append("Update[%d]: now learning rate arrived at %0.5e, will not change in "
+                           "the future" % (num_update, st[1]))
+            else:
+                out.append("Update[%d]: Change learning rate to %0.5e" % (num_update, st[1]))
+        return out
 
     def _after_warmup(self, num_update):
         lr = self.base_lr
@@ -121,6 +148,15 @@ class MultiFactorScheduler(LRScheduler):
         if ind and self.factor > 0:
             d["base_lr"] = float(self.base_lr / self.factor ** ind)
         return d
+
+    def _replay(self, num_update):
+        st = self.__dict__.setdefault("_log_state", [getattr(self, "cur_step_ind", 0), self.base_lr])
+        out = []
+        while st[0] < len(self.step) and num_update > self.step[st[0]]:
+            st[0] += 1
+            st[1] *= self.factor
+            out.append("Update[%d]: Change learning rate to %0.5e" % (num_update, st[1]))
+        return out
 
     def _after_warmup(self, num_update):
         lr = self.base_lr

@@ -243,6 +243,9 @@ class Optimizer:
 
     def _base_lr_now(self):
         if self.lr_scheduler is not None:
+            log = getattr(self.lr_scheduler, "log_changes", None)
+            if log is not None:  # MXNet's schedulers log their rate changes when called
+                log(self.num_update)
             return self.lr_scheduler(self.num_update)
         return self.lr
 

@@ -167,6 +167,10 @@ class _GraphUpdater(object):
             if self._hyper() != self._baked:
                 self._build()
             self._exe.forward(is_train=True)
+            sched = getattr(self.optimizer, "lr_scheduler", None)
+            if sched is not None and hasattr(sched, "log_changes"):
+                # the graph evaluated the rate; print what MXNet's scheduler prints
+                sched.log_changes(self.num_update)
 
     @property
     def num_update(self):
