@@ -186,3 +186,16 @@ def test_getstate_setstate_mxnet_single_array_bytes(mx):
     c = mx.nd.zeros((2, 2))
     c.__setstate__(b.__getstate__())
     np.testing.assert_array_equal(c.asnumpy(), [[1, 2], [3, 4]])
+
+
+def test_comparison_operators_follow_mxnet_dtype_rules(mx):
+    # MXNet converts the scalar to the array's dtype first: int32 [2, 3] == 2.5 is [1, 0]
+    a = mx.nd.array([2, 3], dtype="int32")
+    eq = a == 2.5
+    assert eq.dtype == np.int32 and eq.asnumpy().tolist() == [1, 0]
+    x = np.array([[1, 2], [3, 4]], np.float32)
+    y = np.array([[2, 2]], np.float32)
+    got = (mx.nd.array(x) >= mx.nd.array(y)).asnumpy()       # broadcast
+    np.testing.assert_array_equal(got, (x >= y).astype(np.float32))
+    got = (2 < mx.nd.array(x)).asnumpy()                      # reflected scalar
+    np.testing.assert_array_equal(got, (2 < x).astype(np.float32))

@@ -287,16 +287,27 @@ def _install_arith():
 _install_arith()
 
 
-def _compare(np_fn):
+def _compare(name, np_fn):
+    """==, !=, >, ... as MXNet: 1/0 in the array's dtype, by Loom's comparison ops (scalar
+    converted to the array's dtype first); NumPy only when the op is missing."""
+    elem, bcast, scalar = "_" + name, "broadcast_" + name, "_%s_scalar" % name
+    if not _op(elem):
+        def cmp(self, other):
+            o = other.asnumpy() if isinstance(other, NDArray) else other
+            return array(np_fn(self.asnumpy(), o).astype(np.dtype(self.dtype)), self.context,
+                         self.dtype)
+        return cmp
+    _NP_BINARY.setdefault(elem, lambda a, b: np_fn(a, b).astype(a.dtype))
+
     def cmp(self, other):
-        o = other.asnumpy() if isinstance(other, NDArray) else other
-        return array(np_fn(self.asnumpy(), o).astype(np.dtype(self.dtype)), self.context, self.dtype)
+        return _binary(self, other, elem, bcast, scalar)
     return cmp
 
 
-for _n, _f in (("eq", np.equal), ("ne", np.not_equal), ("gt", np.greater),
-               ("ge", np.greater_equal), ("lt", np.less), ("le", np.less_equal)):
-    setattr(NDArray, "__%s__" % _n, _compare(_f))
+for _n, _name, _f in (("eq", "equal", np.equal), ("ne", "not_equal", np.not_equal),
+                      ("gt", "greater", np.greater), ("ge", "greater_equal", np.greater_equal),
+                      ("lt", "lesser", np.less), ("le", "lesser_equal", np.less_equal)):
+    setattr(NDArray, "__%s__" % _n, _compare(_name, _f))
 NDArray.__hash__ = object.__hash__
 NDArray.__array_priority__ = 1000.0
 

@@ -9,7 +9,7 @@ __all__ = ["init", "init_trainer", "scale_loss", "unscale", "convert_model", "co
 def _unsupported(name):
     def fn(*args, **kwargs):
         raise LoomError("mx.contrib.amp.%s: automatic mixed precision is not supported by Loom "
-                        "(its kernels compute in float32)" % name)
+                        "(its NN and update ops are float32 only)" % name)
     fn.__name__ = name
     return fn
 
