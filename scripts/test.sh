@@ -10,6 +10,8 @@ bash scripts/build.sh
 LOOM_ORACLE_PYTHON="$(bash scripts/setup_oracle.sh)"
 export LOOM_ORACLE_PYTHON
 (cd build && ctest -j "$(nproc)" --output-on-failure --timeout 600)
+# The Python tests on NumPy 1.26 (the release build's package; .venv has NumPy 2).
+bash scripts/test_numpy1.sh
 # The C++ and Python tests once more under AddressSanitizer + UndefinedBehaviorSanitizer, in
 # build-asan/ (scripts/sanitize.sh); LOOM_SANITIZE=0 skips that.
 if [ "${LOOM_SANITIZE:-1}" != 0 ]; then
