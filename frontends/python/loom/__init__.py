@@ -69,6 +69,7 @@ _optional("runtime", "runtime")
 _optional("util", "util")
 _optional("engine", "engine")
 _optional("test_utils", "test_utils")
+_optional("rnn", "rnn")
 del _optional
 rnd = random
 if "util" in globals():
