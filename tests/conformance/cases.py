@@ -761,3 +761,30 @@ ZOO = [
 ]
 
 
+
+
+# --------------------------------------------------------------------------- more tensor ops
+# shape_array/size_array (int64 outputs, zero gradient), logical_not, reverse/flip, softmin,
+# hard_sigmoid, hypot, batch_take, diag, depth_to_space/space_to_depth, moments, gamma/gammaln.
+MXNET_ADD_BUGS["reverse"] = "overwrites instead of accumulating (its kernel ignores req)"
+for op in ("shape_array", "size_array"):
+    for i, shape in enumerate([(2, 3, 4), (5,)]):
+        case("%s%d" % (op, i), lambda mx, op=op: getattr(mx.sym, op)(V(mx), name="sa"),
+             {"data": shape}, [op], no_grad=["data"], grads=False)
+case("logical_not0", lambda mx: mx.sym.logical_not(V(mx), name="lnot"), {"data": (3, 4)},
+     ["logical_not"], init={"data": ("int", -1, 2)}, grads=False)
+case("logical_not_i32", lambda mx: mx.sym.logical_not(V(mx), name="lnot"), {"data": (3, 4)},
+     ["logical_not"], init={"data": ("int", -2, 3)}, dtypes={"data": "int32"}, no_grad=["data"],
+     grads=False)
+for i, (shape, kw) in enumerate([((3, 4), dict(axis=0)), ((2, 3, 4), dict(axis=(1, 2))),
+                                 ((2, 3, 4), dict(axis=2))]):
+    case("reverse%d" % i, lambda mx, kw=kw: mx.sym.reverse(V(mx), name="rev", **kw),
+         {"data": shape}, ["reverse"])
+case("flip0", lambda mx: mx.sym.flip(V(mx), axis=1, name="rev"), {"data": (2, 5)}, ["reverse"])
+for i, (shape, kw) in enumerate([((2, 3, 5), dict()), ((2, 3, 4), dict(axis=1, temperature=2.0)),
+                                 ((3, 4), dict(axis=0, temperature=0.5))]):
+    case("softmin%d" % i, lambda mx, kw=kw: mx.sym.softmin(V(mx), name="smin", **kw),
+         {"data": shape}, ["softmin"])
+for i, kw in enumerate([dict(), dict(alpha=0.7, beta=0.3)]):
+    case("hard_sigmoid%d" % i, lambda mx, kw=kw: mx.sym.hard_sigmoid(V(mx), name="hs", **kw),
+         {"data": (3, 5)}, ["hard_sigmoid"], init={"data": ("normal", 3.0)})

