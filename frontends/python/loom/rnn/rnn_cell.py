@@ -71,7 +71,7 @@ def _normalize_sequence(length, inputs, layout, merge, in_layout=None):
             inputs = symbol.Concat(*steps, dim=axis)
             in_axis = axis
     if isinstance(inputs, symbol.Symbol) and axis != in_axis:
-        inputs = symbol.swapaxes(inputs, dim0=axis, dim1=in_axis)
+        inputs = symbol.swapaxes(inputs, dim1=axis, dim2=in_axis)
     return inputs, axis
 
 
@@ -293,17 +293,18 @@ class GRUCell(BaseRNNCell):
     def __call__(self, inputs, states):
         self._counter += 1
         name = "%st%d_" % (self._prefix, self._counter)
+        # MXNet names GRU nodes "<prefix>t<k>__i2h" etc. (double underscore), except "out"
         h = self._num_hidden
         prev_h = states[0]
         i2h = symbol.FullyConnected(data=inputs, weight=self._iW, bias=self._iB,
-                                    num_hidden=3 * h, name=name + "i2h")
+                                    num_hidden=3 * h, name=name + "_i2h")
         h2h = symbol.FullyConnected(data=prev_h, weight=self._hW, bias=self._hB,
-                                    num_hidden=3 * h, name=name + "h2h")
-        i_r, i_z, i_n = symbol.SliceChannel(i2h, num_outputs=3, name=name + "i2h_slice")
-        h_r, h_z, h_n = symbol.SliceChannel(h2h, num_outputs=3, name=name + "h2h_slice")
-        reset_gate = symbol.Activation(i_r + h_r, act_type="sigmoid", name=name + "r_act")
-        update_gate = symbol.Activation(i_z + h_z, act_type="sigmoid", name=name + "z_act")
-        cand = symbol.Activation(i_n + reset_gate * h_n, act_type="tanh", name=name + "h_act")
+                                    num_hidden=3 * h, name=name + "_h2h")
+        i_r, i_z, i_n = symbol.SliceChannel(i2h, num_outputs=3, name=name + "_i2h_slice")
+        h_r, h_z, h_n = symbol.SliceChannel(h2h, num_outputs=3, name=name + "_h2h_slice")
+        reset_gate = symbol.Activation(i_r + h_r, act_type="sigmoid", name=name + "_r_act")
+        update_gate = symbol.Activation(i_z + h_z, act_type="sigmoid", name=name + "_z_act")
+        cand = symbol.Activation(i_n + reset_gate * h_n, act_type="tanh", name=name + "_h_act")
         next_h = symbol._internal._plus((1. - update_gate) * cand, update_gate * prev_h,
                                         name=name + "out")
         return next_h, [next_h]

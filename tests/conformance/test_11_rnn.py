@@ -1,0 +1,120 @@
+"""mx.rnn against MXNet 1.9.1: the same script (RUNNER) builds an unrolled stack of cells
+(LSTM, GRU, a bidirectional RNN layer, a residual GRU, an unfused FusedRNNCell) in both,
+with weights drawn from one seed; the argument lists, the output and internal node names
+and the forward outputs (sequence output and final states) must match. MXNet also writes an
+RNN checkpoint (per-gate unpacked weights) that Loom must load back into the packed form."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+RUNNER = r'''
+import json
+import sys
+import numpy as np
+
+
+def build(mx):
+    stack = mx.rnn.SequentialRNNCell()
+    stack.add(mx.rnn.LSTMCell(5, prefix="lstm_l0_", forget_bias=0.5))
+    stack.add(mx.rnn.GRUCell(4, prefix="gru_l1_"))
+    stack.add(mx.rnn.BidirectionalCell(mx.rnn.RNNCell(3, prefix="rnn_l2_"),
+                                       mx.rnn.RNNCell(3, prefix="rnn_r2_", activation="relu"),
+                                       output_prefix="bi2_"))
+    stack.add(mx.rnn.ResidualCell(mx.rnn.GRUCell(6, prefix="res_l3_")))
+    out, states = stack.unroll(4, mx.sym.Variable("data"), layout="NTC", merge_outputs=True)
+    fused = mx.rnn.FusedRNNCell(3, num_layers=2, mode="gru", prefix="fz_").unfuse()
+    tnc = mx.sym.swapaxes(out, dim1=0, dim2=1)
+    out2, states2 = fused.unroll(4, tnc, layout="TNC", merge_outputs=False)
+    flat = []
+    for s in states + states2:
+        flat.extend(s if isinstance(s, list) else [s])
+    return stack, mx.sym.Group([out, mx.sym.Concat(*out2, dim=1)] + flat)
+
+
+def run(mx, outdir):
+    stack, sym = build(mx)
+    shapes = {"data": (2, 4, 7)}
+    arg_shapes, _, _ = sym.infer_shape(**shapes)
+    rs = np.random.RandomState(11)
+    vals = {n: rs.uniform(-0.7, 0.7, s).astype(np.float32)
+            for n, s in zip(sym.list_arguments(), arg_shapes)}
+    ex = sym.bind(mx.cpu(), {k: mx.nd.array(v) for k, v in vals.items()})
+    outs = {"out%d" % i: o.asnumpy() for i, o in enumerate(ex.forward())}
+    np.savez(outdir + "/outs.npz", **outs)
+    meta = {"args": sym.list_arguments(), "shapes": [list(s) for s in arg_shapes],
+            "outputs": sym.list_outputs(),
+            "internals": sym.get_internals().list_outputs()}
+    with open(outdir + "/meta.json", "w") as f:
+        json.dump(meta, f)
+    if mx.__name__ == "mxnet":
+        args = {k: mx.nd.array(v) for k, v in vals.items() if k != "data"}
+        mx.rnn.save_rnn_checkpoint(stack, outdir + "/ck", 3, sym, args, {})
+        np.savez(outdir + "/params.npz", **{k: v for k, v in vals.items() if k != "data"})
+
+
+if __name__ == "__main__":
+    import mxnet
+    run(mxnet, sys.argv[1])
+'''
+
+
+@pytest.fixture(scope="module")
+def oracle_dir(oracle, tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("rnn_oracle"))
+    script = os.path.join(d, "runner.py")
+    with open(script, "w") as f:
+        f.write(RUNNER)
+    r = subprocess.run([oracle.py, script, d], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH="", MXNET_SUBGRAPH_VERBOSE="0"), cwd=d)
+    if r.returncode != 0:
+        pytest.fail("oracle rnn run failed:\n%s%s" % (r.stdout, r.stderr[-4000:]), pytrace=False)
+    return d
+
+
+@pytest.fixture(scope="module")
+def loom_dir(mx, tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("rnn_loom"))
+    ns = {}
+    exec(RUNNER, ns)
+    with mx.name.NameManager():
+        ns["run"](mx, d)
+    return d
+
+
+def _meta(d):
+    with open(os.path.join(d, "meta.json")) as f:
+        return json.load(f)
+
+
+def test_rnn_graph_names_match_mxnet(oracle_dir, loom_dir):
+    want, got = _meta(oracle_dir), _meta(loom_dir)
+    assert got["args"] == want["args"]
+    assert got["shapes"] == want["shapes"]
+    assert got["outputs"] == want["outputs"]
+    assert got["internals"] == want["internals"]
+
+
+def test_rnn_forward_matches_mxnet(oracle_dir, loom_dir):
+    want = dict(np.load(os.path.join(oracle_dir, "outs.npz")))
+    got = dict(np.load(os.path.join(loom_dir, "outs.npz")))
+    assert sorted(got) == sorted(want)
+    for k in want:
+        assert got[k].shape == want[k].shape, k
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_loom_loads_mxnet_rnn_checkpoint(mx, oracle_dir):
+    ns = {}
+    exec(RUNNER, ns)
+    with mx.name.NameManager():
+        stack, _ = ns["build"](mx)
+    raw = mx.nd.load(os.path.join(oracle_dir, "ck-0003.params"))
+    assert "arg:lstm_l0_i2h_f_weight" in raw  # MXNet saved per-gate weights
+    _, arg, aux = mx.rnn.load_rnn_checkpoint(stack, os.path.join(oracle_dir, "ck"), 3)
+    want = dict(np.load(os.path.join(oracle_dir, "params.npz")))
+    assert sorted(arg) == sorted(want)
+    for k, v in want.items():
+        np.testing.assert_allclose(arg[k].asnumpy(), v, rtol=1e-6, err_msg=k)
