@@ -788,3 +788,17 @@ for i, (shape, kw) in enumerate([((2, 3, 5), dict()), ((2, 3, 4), dict(axis=1, t
 for i, kw in enumerate([dict(), dict(alpha=0.7, beta=0.3)]):
     case("hard_sigmoid%d" % i, lambda mx, kw=kw: mx.sym.hard_sigmoid(V(mx), name="hs", **kw),
          {"data": (3, 5)}, ["hard_sigmoid"], init={"data": ("normal", 3.0)})
+case("hypot0", lambda mx: sym_op(mx, "_hypot")(V(mx, "a"), V(mx, "b"), name="hyp"),
+     {"a": (2, 3), "b": (2, 3)}, ["_hypot"])
+for i, (sa, sb) in enumerate([((2, 3), (1, 3)), ((2, 1, 4), (3, 1))]):
+    case("broadcast_hypot%d" % i,
+         lambda mx: mx.sym.broadcast_hypot(V(mx, "a"), V(mx, "b"), name="hyp"),
+         {"a": sa, "b": sb}, ["broadcast_hypot"])
+for i, s in enumerate([1.5, -2.0]):
+    case("hypot_scalar%d" % i, lambda mx, s=s: sym_op(mx, "_hypot_scalar")(V(mx), scalar=s, name="hyp"),
+         {"data": (3, 4)}, ["_hypot_scalar"])
+# MXNet registers no gradient for batch_take (deprecated for pick); Loom's is checked by the
+# unit sweep. Indices are int32 in MXNet; out-of-range ones clip.
+case("batch_take0", lambda mx: mx.sym.batch_take(V(mx, "a"), V(mx, "indices"), name="bt"),
+     {"a": (5, 4), "indices": (5,)}, ["batch_take"], init={"indices": ("int", -2, 7)},
+     dtypes={"indices": "int32"}, no_grad=["a", "indices"], grads=False, train=False)

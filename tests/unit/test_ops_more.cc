@@ -113,3 +113,57 @@ TEST(OpsMore, ReverseRejectsBadAxis) {
 
 }  // namespace
 }  // namespace loom::test
+
+namespace loom::test {
+namespace {
+
+float& g(const NDArray& a, int64_t i) { return a.data<float>()[i]; }
+
+// Broadcast reference shared by the three hypot ops (the scalar as a one-element operand).
+std::vector<NDArray> hypot_ref(const NDArray& a, const NDArray* b, double s, const Shape& out) {
+  NDArray y(out);
+  const int nd = out.ndim();
+  auto at = [&](const NDArray& x, const std::vector<int64_t>& idx) {
+    const Shape& xs = x.shape();
+    int64_t o = 0;
+    for (int d = 0; d < xs.ndim(); ++d) {
+      const int64_t i = idx[static_cast<size_t>(nd - xs.ndim() + d)];
+      o = o * xs[d] + (xs[d] == 1 ? 0 : i);
+    }
+    return static_cast<double>(x.data<float>()[o]);
+  };
+  for (int64_t i = 0; i < y.size(); ++i) {
+    std::vector<int64_t> idx(static_cast<size_t>(nd));
+    int64_t r = i;
+    for (int d = nd - 1; d >= 0; --d) {
+      idx[static_cast<size_t>(d)] = r % out[d];
+      r /= out[d];
+    }
+    const double av = at(a, idx), bv = b ? at(*b, idx) : s;
+    g(y, i) = static_cast<float>(std::sqrt(av * av + bv * bv));
+  }
+  return {y};
+}
+LOOM_OP_REFERENCE("_hypot", [](const RefCall& c) { return hypot_ref(c.in[0], &c.in[1], 0, c.out_shapes[0]); });
+LOOM_OP_REFERENCE("broadcast_hypot",
+                  [](const RefCall& c) { return hypot_ref(c.in[0], &c.in[1], 0, c.out_shapes[0]); });
+LOOM_OP_REFERENCE("_hypot_scalar", [](const RefCall& c) {
+  return hypot_ref(c.in[0], nullptr, std::stod(c.attrs.dict.at("scalar")), c.out_shapes[0]);
+});
+LOOM_OP_REFERENCE("batch_take", [](const RefCall& c) {
+  const int64_t n = c.in[0].shape()[0], m = c.in[0].shape()[1];
+  NDArray y(c.in[1].shape());
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t j = static_cast<int64_t>(g(c.in[1], i));
+    j = j < 0 ? 0 : j >= m ? m - 1 : j;
+    g(y, i) = g(c.in[0], i * m + j);
+  }
+  return std::vector<NDArray>{y};
+});
+
+TEST(OpsMore, BatchTakeRejectsWrongIndexCount) {
+  EXPECT_THROW(ImperativeOp("batch_take", {}, {Shape{4, 3}, Shape{3}}), ShapeError);
+}
+
+}  // namespace
+}  // namespace loom::test
