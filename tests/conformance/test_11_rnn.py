@@ -1,5 +1,5 @@
 """mx.rnn against MXNet 1.9.1: the same script (RUNNER) builds an unrolled stack of cells
-(LSTM, GRU, a bidirectional RNN layer, a residual GRU, an unfused FusedRNNCell) in both,
+(LSTM, GRU, a bidirectional RNN layer, a residual GRU, an unfused FusedRNNCell; and ConvLSTM/ConvGRU cells) in both,
 with weights drawn from one seed; the argument lists, the output and internal node names
 and the forward outputs (sequence output and final states) must match. MXNet also writes an
 RNN checkpoint (per-gate unpacked weights) that Loom must load back into the packed form."""
@@ -34,25 +34,43 @@ def build(mx):
     return stack, mx.sym.Group([out, mx.sym.Concat(*out2, dim=1)] + flat)
 
 
+def build_conv(mx):
+    stack = mx.rnn.SequentialRNNCell()
+    stack.add(mx.rnn.ConvLSTMCell((2, 3, 5, 4), 2, prefix="clstm_"))
+    stack.add(mx.rnn.ConvGRUCell((2, 2, 5, 4), 3, i2h_kernel=(1, 1), i2h_pad=(0, 0),
+                                 activation="tanh", prefix="cgru_"))
+    out, states = stack.unroll(3, mx.sym.Variable("data"), layout="NTC", merge_outputs=True)
+    return stack, mx.sym.Group([out] + states)
+
+
 def run(mx, outdir):
+    _, conv = build_conv(mx)
+    run_one(mx, outdir, "conv_", conv, {"data": (2, 3, 3, 5, 4)})
     stack, sym = build(mx)
-    shapes = {"data": (2, 4, 7)}
+    run_one(mx, outdir, "", sym, {"data": (2, 4, 7)})
+    if mx.__name__ == "mxnet":
+        arg_shapes, _, _ = sym.infer_shape(data=(2, 4, 7))
+        rs = np.random.RandomState(11)
+        vals = {n: rs.uniform(-0.7, 0.7, s).astype(np.float32)
+                for n, s in zip(sym.list_arguments(), arg_shapes)}
+        args = {k: mx.nd.array(v) for k, v in vals.items() if k != "data"}
+        mx.rnn.save_rnn_checkpoint(stack, outdir + "/ck", 3, sym, args, {})
+        np.savez(outdir + "/params.npz", **{k: v for k, v in vals.items() if k != "data"})
+
+
+def run_one(mx, outdir, tag, sym, shapes):
     arg_shapes, _, _ = sym.infer_shape(**shapes)
     rs = np.random.RandomState(11)
     vals = {n: rs.uniform(-0.7, 0.7, s).astype(np.float32)
             for n, s in zip(sym.list_arguments(), arg_shapes)}
     ex = sym.bind(mx.cpu(), {k: mx.nd.array(v) for k, v in vals.items()})
     outs = {"out%d" % i: o.asnumpy() for i, o in enumerate(ex.forward())}
-    np.savez(outdir + "/outs.npz", **outs)
+    np.savez(outdir + "/%souts.npz" % tag, **outs)
     meta = {"args": sym.list_arguments(), "shapes": [list(s) for s in arg_shapes],
             "outputs": sym.list_outputs(),
             "internals": sym.get_internals().list_outputs()}
-    with open(outdir + "/meta.json", "w") as f:
+    with open(outdir + "/%smeta.json" % tag, "w") as f:
         json.dump(meta, f)
-    if mx.__name__ == "mxnet":
-        args = {k: mx.nd.array(v) for k, v in vals.items() if k != "data"}
-        mx.rnn.save_rnn_checkpoint(stack, outdir + "/ck", 3, sym, args, {})
-        np.savez(outdir + "/params.npz", **{k: v for k, v in vals.items() if k != "data"})
 
 
 if __name__ == "__main__":
@@ -84,22 +102,24 @@ def loom_dir(mx, tmp_path_factory):
     return d
 
 
-def _meta(d):
-    with open(os.path.join(d, "meta.json")) as f:
+def _meta(d, tag):
+    with open(os.path.join(d, tag + "meta.json")) as f:
         return json.load(f)
 
 
-def test_rnn_graph_names_match_mxnet(oracle_dir, loom_dir):
-    want, got = _meta(oracle_dir), _meta(loom_dir)
+@pytest.mark.parametrize("tag", ["", "conv_"], ids=["stack", "conv"])
+def test_rnn_graph_names_match_mxnet(oracle_dir, loom_dir, tag):
+    want, got = _meta(oracle_dir, tag), _meta(loom_dir, tag)
     assert got["args"] == want["args"]
     assert got["shapes"] == want["shapes"]
     assert got["outputs"] == want["outputs"]
     assert got["internals"] == want["internals"]
 
 
-def test_rnn_forward_matches_mxnet(oracle_dir, loom_dir):
-    want = dict(np.load(os.path.join(oracle_dir, "outs.npz")))
-    got = dict(np.load(os.path.join(loom_dir, "outs.npz")))
+@pytest.mark.parametrize("tag", ["", "conv_"], ids=["stack", "conv"])
+def test_rnn_forward_matches_mxnet(oracle_dir, loom_dir, tag):
+    want = dict(np.load(os.path.join(oracle_dir, tag + "outs.npz")))
+    got = dict(np.load(os.path.join(loom_dir, tag + "outs.npz")))
     assert sorted(got) == sorted(want)
     for k in want:
         assert got[k].shape == want[k].shape, k

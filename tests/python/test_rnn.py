@@ -228,3 +228,22 @@ def test_rnn_checkpoint_roundtrip(tmp_path):
     _, arg, aux = mx.rnn.load_rnn_checkpoint(cell, prefix, 1)
     for k, v in args.items():
         np.testing.assert_allclose(arg[k].asnumpy(), v, rtol=1e-6)
+
+
+def test_conv_rnn_cell_1x1_matches_numpy():
+    # with 1x1 kernels the convolutions are per-pixel matrix products
+    cell = mx.rnn.ConvRNNCell((2, 3, 4, 5), 2, h2h_kernel=(1, 1), i2h_kernel=(1, 1),
+                              i2h_pad=(0, 0), activation="tanh", prefix="cr_")
+    assert cell.state_shape == [(0, 2, 4, 5)]
+    out, _ = cell.unroll(3, mx.sym.Variable("data"), merge_outputs=True)
+    vals, got = _run(out, {"data": (2, 3, 3, 4, 5)})
+    x = vals["data"]
+    wi, wh = vals["cr_i2h_weight"][:, :, 0, 0], vals["cr_h2h_weight"][:, :, 0, 0]
+    h, want = np.zeros((2, 2, 4, 5)), []
+    for t in range(3):
+        h = np.tanh(np.einsum("oc,nchw->nohw", wi, x[:, t])
+                    + vals["cr_i2h_bias"][None, :, None, None]
+                    + np.einsum("oc,nchw->nohw", wh, h)
+                    + vals["cr_h2h_bias"][None, :, None, None])
+        want.append(h)
+    np.testing.assert_allclose(got[0], np.stack(want, 1), rtol=1e-4, atol=1e-5)

@@ -5,6 +5,8 @@ programs load here and vice versa: ``<prefix>i2h_weight``, ``<prefix>h2h_bias``,
 ``<prefix>begin_state_<k>``, and per-step nodes ``<prefix>t<step>_<part>``. Gates are stacked
 along the hidden axis in MXNet's order (LSTM: i, f, c, o; GRU: r, z, n).
 """
+import functools
+
 import numpy as np
 
 from .. import symbol
@@ -14,7 +16,8 @@ from ..base import LoomError
 
 __all__ = ["RNNParams", "BaseRNNCell", "RNNCell", "LSTMCell", "GRUCell", "FusedRNNCell",
            "SequentialRNNCell", "DropoutCell", "ModifierCell", "ZoneoutCell",
-           "ResidualCell", "BidirectionalCell"]
+           "ResidualCell", "BidirectionalCell", "BaseConvRNNCell", "ConvRNNCell",
+           "ConvLSTMCell", "ConvGRUCell"]
 
 
 def _as_list(x):
@@ -700,3 +703,170 @@ class BidirectionalCell(BaseRNNCell):
         if merge_outputs:
             outputs = outputs[0]
         return outputs, [l_states, r_states]
+
+
+def _pget(params, name, init_):
+    return params.get(name) if init_ is None else params.get(name, init=init_)
+
+
+class BaseConvRNNCell(BaseRNNCell):
+    """Convolutional recurrent cells (Shi et al., NIPS 2015): i2h and h2h are Convolutions
+    over feature maps of ``input_shape`` (one step, e.g. (N, C, H, W)); the h2h convolution
+    keeps the state's spatial size (odd kernels, 'same' padding)."""
+
+    def __init__(self, input_shape, num_hidden, h2h_kernel, h2h_dilate, i2h_kernel,
+                 i2h_stride, i2h_pad, i2h_dilate, i2h_weight_initializer,
+                 h2h_weight_initializer, i2h_bias_initializer, h2h_bias_initializer,
+                 activation, prefix="", params=None, conv_layout="NCHW"):
+        super(BaseConvRNNCell, self).__init__(prefix=prefix, params=params)
+        if h2h_kernel[0] % 2 != 1 or h2h_kernel[1] % 2 != 1:
+            raise AssertionError("Only support odd number, get h2h_kernel= %s"
+                                 % str(h2h_kernel))
+        self._h2h_kernel = h2h_kernel
+        self._h2h_dilate = h2h_dilate
+        self._h2h_pad = (h2h_dilate[0] * (h2h_kernel[0] - 1) // 2,
+                         h2h_dilate[1] * (h2h_kernel[1] - 1) // 2)
+        self._i2h_kernel = i2h_kernel
+        self._i2h_stride = i2h_stride
+        self._i2h_pad = i2h_pad
+        self._i2h_dilate = i2h_dilate
+        self._num_hidden = num_hidden
+        self._input_shape = input_shape
+        self._conv_layout = conv_layout
+        self._activation = activation
+        # the state's shape is the i2h convolution's output shape, batch left open
+        probe = symbol.Convolution(data=symbol.Variable("data"), num_filter=num_hidden,
+                                   kernel=i2h_kernel, stride=i2h_stride, pad=i2h_pad,
+                                   dilate=i2h_dilate, layout=conv_layout)
+        out_shape = probe.infer_shape(data=input_shape)[1][0]
+        self._state_shape = (0,) + tuple(out_shape[1:])
+        self._iW = _pget(self.params, "i2h_weight", i2h_weight_initializer)
+        self._hW = _pget(self.params, "h2h_weight", h2h_weight_initializer)
+        self._iB = _pget(self.params, "i2h_bias", i2h_bias_initializer)
+        self._hB = _pget(self.params, "h2h_bias", h2h_bias_initializer)
+
+    @property
+    def _num_gates(self):
+        return len(self._gate_names)
+
+    @property
+    def state_info(self):
+        return [{"shape": self._state_shape, "__layout__": self._conv_layout}
+                for _ in range(self._num_states)]
+
+    _num_states = 2
+
+    def _conv_forward(self, inputs, states, name):
+        nf = self._num_hidden * self._num_gates
+        i2h = symbol.Convolution(name="%si2h" % name, data=inputs, num_filter=nf,
+                                 kernel=self._i2h_kernel, stride=self._i2h_stride,
+                                 pad=self._i2h_pad, dilate=self._i2h_dilate,
+                                 weight=self._iW, bias=self._iB, layout=self._conv_layout)
+        h2h = symbol.Convolution(name="%sh2h" % name, data=states[0], num_filter=nf,
+                                 kernel=self._h2h_kernel, dilate=self._h2h_dilate,
+                                 pad=self._h2h_pad, stride=(1, 1), weight=self._hW,
+                                 bias=self._hB, layout=self._conv_layout)
+        return i2h, h2h
+
+    def __call__(self, inputs, states):
+        raise NotImplementedError("BaseConvRNNCell is abstract class for convolutional RNN")
+
+
+_LEAKY = functools.partial(symbol.LeakyReLU, act_type="leaky", slope=0.2)
+
+
+class ConvRNNCell(BaseConvRNNCell):
+    """Convolutional Elman cell."""
+    _num_states = 1
+
+    def __init__(self, input_shape, num_hidden, h2h_kernel=(3, 3), h2h_dilate=(1, 1),
+                 i2h_kernel=(3, 3), i2h_stride=(1, 1), i2h_pad=(1, 1), i2h_dilate=(1, 1),
+                 i2h_weight_initializer=None, h2h_weight_initializer=None,
+                 i2h_bias_initializer="zeros", h2h_bias_initializer="zeros",
+                 activation=_LEAKY, prefix="ConvRNN_", params=None, conv_layout="NCHW"):
+        super(ConvRNNCell, self).__init__(
+            input_shape, num_hidden, h2h_kernel, h2h_dilate, i2h_kernel, i2h_stride,
+            i2h_pad, i2h_dilate, i2h_weight_initializer, h2h_weight_initializer,
+            i2h_bias_initializer, h2h_bias_initializer, activation, prefix=prefix,
+            params=params, conv_layout=conv_layout)
+
+    @property
+    def _gate_names(self):
+        return ("",)
+
+    def __call__(self, inputs, states):
+        self._counter += 1
+        name = "%st%d_" % (self._prefix, self._counter)
+        i2h, h2h = self._conv_forward(inputs, states, name)
+        out = self._get_activation(i2h + h2h, self._activation, name="%sout" % name)
+        return out, [out]
+
+
+class ConvLSTMCell(BaseConvRNNCell):
+    """Convolutional LSTM; gates i, f, c, o along the channel axis; ``activation`` is used
+    for the candidate and for the cell output (MXNet's default: leaky ReLU, slope 0.2)."""
+
+    def __init__(self, input_shape, num_hidden, h2h_kernel=(3, 3), h2h_dilate=(1, 1),
+                 i2h_kernel=(3, 3), i2h_stride=(1, 1), i2h_pad=(1, 1), i2h_dilate=(1, 1),
+                 i2h_weight_initializer=None, h2h_weight_initializer=None,
+                 i2h_bias_initializer="zeros", h2h_bias_initializer="zeros",
+                 activation=_LEAKY, prefix="ConvLSTM_", params=None, conv_layout="NCHW"):
+        super(ConvLSTMCell, self).__init__(
+            input_shape, num_hidden, h2h_kernel, h2h_dilate, i2h_kernel, i2h_stride,
+            i2h_pad, i2h_dilate, i2h_weight_initializer, h2h_weight_initializer,
+            i2h_bias_initializer, h2h_bias_initializer, activation, prefix=prefix,
+            params=params, conv_layout=conv_layout)
+
+    @property
+    def _gate_names(self):
+        return ("_i", "_f", "_c", "_o")
+
+    def __call__(self, inputs, states):
+        self._counter += 1
+        name = "%st%d_" % (self._prefix, self._counter)
+        i2h, h2h = self._conv_forward(inputs, states, name)
+        g = symbol.SliceChannel(i2h + h2h, num_outputs=4,
+                                axis=self._conv_layout.find("C"), name="%sslice" % name)
+        in_gate = symbol.Activation(g[0], act_type="sigmoid", name="%si" % name)
+        forget_gate = symbol.Activation(g[1], act_type="sigmoid", name="%sf" % name)
+        cand = self._get_activation(g[2], self._activation, name="%sc" % name)
+        out_gate = symbol.Activation(g[3], act_type="sigmoid", name="%so" % name)
+        next_c = symbol._internal._plus(forget_gate * states[1], in_gate * cand,
+                                        name="%sstate" % name)
+        next_h = symbol._internal._mul(out_gate, self._get_activation(next_c, self._activation),
+                                       name="%sout" % name)
+        return next_h, [next_h, next_c]
+
+
+class ConvGRUCell(BaseConvRNNCell):
+    """Convolutional GRU; gates r, z, n (node names as MXNet's GRUCell)."""
+    _num_states = 1
+
+    def __init__(self, input_shape, num_hidden, h2h_kernel=(3, 3), h2h_dilate=(1, 1),
+                 i2h_kernel=(3, 3), i2h_stride=(1, 1), i2h_pad=(1, 1), i2h_dilate=(1, 1),
+                 i2h_weight_initializer=None, h2h_weight_initializer=None,
+                 i2h_bias_initializer="zeros", h2h_bias_initializer="zeros",
+                 activation=_LEAKY, prefix="ConvGRU_", params=None, conv_layout="NCHW"):
+        super(ConvGRUCell, self).__init__(
+            input_shape, num_hidden, h2h_kernel, h2h_dilate, i2h_kernel, i2h_stride,
+            i2h_pad, i2h_dilate, i2h_weight_initializer, h2h_weight_initializer,
+            i2h_bias_initializer, h2h_bias_initializer, activation, prefix=prefix,
+            params=params, conv_layout=conv_layout)
+
+    @property
+    def _gate_names(self):
+        return ("_r", "_z", "_o")
+
+    def __call__(self, inputs, states):
+        self._counter += 1
+        name = "%st%d_" % (self._prefix, self._counter)
+        i2h, h2h = self._conv_forward(inputs, states, name)
+        i_r, i_z, i_n = symbol.SliceChannel(i2h, num_outputs=3, name="%s_i2h_slice" % name)
+        h_r, h_z, h_n = symbol.SliceChannel(h2h, num_outputs=3, name="%s_h2h_slice" % name)
+        reset_gate = symbol.Activation(i_r + h_r, act_type="sigmoid", name="%s_r_act" % name)
+        update_gate = symbol.Activation(i_z + h_z, act_type="sigmoid", name="%s_z_act" % name)
+        cand = self._get_activation(i_n + reset_gate * h_n, self._activation,
+                                    name="%s_h_act" % name)
+        next_h = symbol._internal._plus((1. - update_gate) * cand, update_gate * states[0],
+                                        name="%sout" % name)
+        return next_h, [next_h]
