@@ -43,7 +43,42 @@ def build_conv(mx):
     return stack, mx.sym.Group([out] + states)
 
 
+def extras(mx, outdir):
+    """FusedRNNCell's flat-vector slicing, encode_sentences and BucketSentenceIter."""
+    import random
+    res = {}
+    fused = mx.rnn.FusedRNNCell(3, num_layers=2, mode="lstm", bidirectional=True,
+                                prefix="fb_")
+    size = 2 * 4 * 3 * (5 + 3 + 2) + 2 * 4 * 3 * (2 * 3 + 3 + 2)
+    up = fused.unpack_weights({"fb_parameters": mx.nd.array(np.arange(size) * 0.5)})
+    for k, v in up.items():
+        res["fused/" + k] = v.asnumpy()
+    back = fused.pack_weights(up)
+    res["fused_back"] = back["fb_parameters"].asnumpy()
+    rs = np.random.RandomState(5)
+    words = ["w%d" % i for i in range(12)]
+    sents = [[words[j] for j in rs.randint(0, 12, size=rs.randint(1, 9))] for _ in range(40)]
+    coded, vocab = mx.rnn.encode_sentences(sents, invalid_label=0, start_label=1)
+    res["vocab"] = np.array(sorted((w, i) for w, i in vocab.items()), dtype=object).astype(str)
+    random.seed(3)
+    np.random.seed(3)
+    for layout in ("NT", "TN"):
+        it = mx.rnn.BucketSentenceIter(coded, 4, buckets=[3, 5, 8], invalid_label=0,
+                                       layout=layout)
+        for n, b in enumerate(it):
+            res["%s/%d/key" % (layout, n)] = np.array(b.bucket_key)
+            res["%s/%d/data" % (layout, n)] = b.data[0].asnumpy()
+            res["%s/%d/label" % (layout, n)] = b.label[0].asnumpy()
+            res["%s/%d/desc" % (layout, n)] = np.array(
+                [str(b.provide_data[0].shape), b.provide_data[0].layout])
+        res[layout + "/provide"] = np.array([str(it.provide_data[0].shape),
+                                             str(it.provide_label[0].shape),
+                                             str(it.default_bucket_key)])
+    np.savez(outdir + "/extras.npz", **res)
+
+
 def run(mx, outdir):
+    extras(mx, outdir)
     _, conv = build_conv(mx)
     run_one(mx, outdir, "conv_", conv, {"data": (2, 3, 3, 5, 4)})
     stack, sym = build(mx)
@@ -124,6 +159,18 @@ def test_rnn_forward_matches_mxnet(oracle_dir, loom_dir, tag):
     for k in want:
         assert got[k].shape == want[k].shape, k
         np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_fused_weights_iterator_vocab_match_mxnet(oracle_dir, loom_dir):
+    want = dict(np.load(os.path.join(oracle_dir, "extras.npz")))
+    got = dict(np.load(os.path.join(loom_dir, "extras.npz")))
+    assert sorted(got) == sorted(want)
+    for k in want:
+        if want[k].dtype.kind in "US":
+            assert got[k].tolist() == want[k].tolist(), k
+        else:
+            assert got[k].shape == want[k].shape, k
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-6, err_msg=k)
 
 
 def test_loom_loads_mxnet_rnn_checkpoint(mx, oracle_dir):
