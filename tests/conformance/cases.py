@@ -802,3 +802,17 @@ for i, s in enumerate([1.5, -2.0]):
 case("batch_take0", lambda mx: mx.sym.batch_take(V(mx, "a"), V(mx, "indices"), name="bt"),
      {"a": (5, 4), "indices": (5,)}, ["batch_take"], init={"indices": ("int", -2, 7)},
      dtypes={"indices": "int32"}, no_grad=["a", "indices"], grads=False, train=False)
+for i, (shape, kw) in enumerate([((3, 4), dict()), ((3, 4), dict(k=1)), ((4,), dict(k=-2)),
+                                 ((3,), dict(k=1)),
+                                 ((2, 3, 4), dict(k=1, axis1=2, axis2=0)),
+                                 ((2, 3, 4), dict(k=-1, axis1=-1, axis2=1))]):
+    case("diag%d" % i, lambda mx, kw=kw: mx.sym.diag(V(mx), name="diag", **kw),
+         {"data": shape}, ["diag"])
+for i, (shape, b) in enumerate([((2, 8, 2, 3), 2), ((1, 9, 1, 2), 3)]):
+    case("depth_to_space%d" % i,
+         lambda mx, b=b: mx.sym.depth_to_space(V(mx), block_size=b, name="d2s"),
+         {"data": shape}, ["depth_to_space"])
+for i, (shape, b) in enumerate([((2, 2, 4, 6), 2), ((1, 1, 3, 6), 3)]):
+    case("space_to_depth%d" % i,
+         lambda mx, b=b: mx.sym.space_to_depth(V(mx), block_size=b, name="s2d"),
+         {"data": shape}, ["space_to_depth"])

@@ -167,3 +167,73 @@ TEST(OpsMore, BatchTakeRejectsWrongIndexCount) {
 
 }  // namespace
 }  // namespace loom::test
+
+namespace loom::test {
+namespace {
+
+float& v(const NDArray& a, int64_t i) { return a.data<float>()[i]; }
+int64_t iattr(const Attrs& d, const char* k, int64_t def) {
+  return d.count(k) ? parse_int(d.at(k)) : def;
+}
+
+// diag: walks the output's multi-index and reads the input by numpy.diagonal's rule.
+LOOM_OP_REFERENCE("diag", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  const Shape& os = c.out_shapes[0];
+  const int64_t k = iattr(c.attrs.dict, "k", 0);
+  NDArray y = NDArray::zeros(os);
+  if (s.ndim() == 1) {
+    for (int64_t t = 0; t < s[0]; ++t)
+      v(y, (t + (k < 0 ? -k : 0)) * os[1] + t + (k > 0 ? k : 0)) = v(c.in[0], t);
+    return std::vector<NDArray>{y};
+  }
+  const int nd = s.ndim();
+  const int x1 = ax_norm(iattr(c.attrs.dict, "axis1", 0), nd);
+  const int x2 = ax_norm(iattr(c.attrs.dict, "axis2", 1), nd);
+  for (int64_t o = 0; o < y.size(); ++o) {
+    auto oi = unravel(o, os);
+    std::vector<int64_t> ii(static_cast<size_t>(nd));
+    size_t r = 0;
+    for (int d = 0; d < nd; ++d)
+      if (d != x1 && d != x2) ii[static_cast<size_t>(d)] = oi[r++];
+    const int64_t t = oi.back();
+    ii[static_cast<size_t>(x1)] = t + (k < 0 ? -k : 0);
+    ii[static_cast<size_t>(x2)] = t + (k > 0 ? k : 0);
+    v(y, o) = v(c.in[0], ravel(ii, s));
+  }
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("depth_to_space", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  const Shape& os = c.out_shapes[0];
+  const int64_t b = iattr(c.attrs.dict, "block_size", 1);
+  NDArray y(os);
+  for (int64_t o = 0; o < y.size(); ++o) {
+    auto q = unravel(o, os);  // n, c, H, W
+    const int64_t i = q[2] % b, j = q[3] % b;
+    v(y, o) = v(c.in[0], ravel({q[0], (i * b + j) * os[1] + q[1], q[2] / b, q[3] / b}, s));
+  }
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("space_to_depth", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  const Shape& os = c.out_shapes[0];
+  const int64_t b = iattr(c.attrs.dict, "block_size", 1);
+  NDArray y(os);
+  for (int64_t o = 0; o < y.size(); ++o) {
+    auto q = unravel(o, os);  // n, C, h, w
+    const int64_t blk = q[1] / s[1], ch = q[1] % s[1];
+    v(y, o) = v(c.in[0], ravel({q[0], ch, q[2] * b + blk / b, q[3] * b + blk % b}, s));
+  }
+  return std::vector<NDArray>{y};
+});
+
+TEST(OpsMore, DiagAndBlockErrors) {
+  EXPECT_THROW(ImperativeOp("diag", {{"k", "5"}}, {Shape{3, 4}}), Error);
+  EXPECT_THROW(ImperativeOp("diag", {{"axis1", "1"}, {"axis2", "1"}}, {Shape{3, 4}}), Error);
+  EXPECT_THROW(ImperativeOp("depth_to_space", {{"block_size", "2"}}, {Shape{1, 6, 2, 2}}), ShapeError);
+  EXPECT_THROW(ImperativeOp("space_to_depth", {{"block_size", "2"}}, {Shape{1, 1, 3, 4}}), ShapeError);
+}
+
+}  // namespace
+}  // namespace loom::test
