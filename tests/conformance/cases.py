@@ -816,3 +816,14 @@ for i, (shape, b) in enumerate([((2, 2, 4, 6), 2), ((1, 1, 3, 6), 3)]):
     case("space_to_depth%d" % i,
          lambda mx, b=b: mx.sym.space_to_depth(V(mx), block_size=b, name="s2d"),
          {"data": shape}, ["space_to_depth"])
+MXNET_ADD_BUGS["moments"] = ("gives neither init + write nor anything consistent "
+                             "(x=[1,2,4], grad 10, heads 1: [2.78, 3.44, 4.78])")
+for i, (shape, kw) in enumerate([((2, 3, 4), dict(axes=(1,))),
+                                 ((2, 3, 4), dict(axes=(0, 2), keepdims=True)),
+                                 ((3, 5), dict(axes=(-1,))), ((3, 5), dict(axes=(0, 1)))]):
+    case("moments%d" % i, lambda mx, kw=kw: mx.sym.moments(V(mx), name="mom", **kw),
+         {"data": shape}, ["moments"])
+for op in ("gamma", "gammaln"):
+    for i, spec in enumerate([("uniform", 0.3, 4.0), ("uniform", -2.9, -2.1)]):
+        case("%s%d" % (op, i), lambda mx, op=op: getattr(mx.sym, op)(V(mx), name="g"),
+             {"data": (3, 4)}, [op], init={"data": spec})

@@ -237,3 +237,58 @@ TEST(OpsMore, DiagAndBlockErrors) {
 
 }  // namespace
 }  // namespace loom::test
+
+namespace loom::test {
+namespace {
+
+float& e(const NDArray& a, int64_t i) { return a.data<float>()[i]; }
+
+LOOM_OP_REFERENCE("moments", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  const Shape axes = parse_shape(c.attrs.dict.at("axes"));
+  std::vector<bool> red(static_cast<size_t>(s.ndim()), false);
+  for (int64_t a : axes.dims()) red[static_cast<size_t>(a < 0 ? a + s.ndim() : a)] = true;
+  NDArray m = NDArray::zeros(c.out_shapes[0]), var = NDArray::zeros(c.out_shapes[1]);
+  std::vector<double> sum(static_cast<size_t>(m.size()), 0), sq(sum.size(), 0), cnt(sum.size(), 0);
+  auto slot = [&](int64_t i) {
+    int64_t q = 0, r = i;
+    std::vector<int64_t> idx(static_cast<size_t>(s.ndim()));
+    for (int d = s.ndim() - 1; d >= 0; --d) {
+      idx[static_cast<size_t>(d)] = r % s[d];
+      r /= s[d];
+    }
+    for (int d = 0; d < s.ndim(); ++d)
+      if (!red[static_cast<size_t>(d)]) q = q * s[d] + idx[static_cast<size_t>(d)];
+    return static_cast<size_t>(q);
+  };
+  for (int64_t i = 0; i < c.in[0].size(); ++i) {
+    sum[slot(i)] += e(c.in[0], i);
+    cnt[slot(i)] += 1;
+  }
+  for (int64_t i = 0; i < c.in[0].size(); ++i) {
+    const double d = e(c.in[0], i) - sum[slot(i)] / cnt[slot(i)];
+    sq[slot(i)] += d * d;
+  }
+  for (size_t o = 0; o < sum.size(); ++o) {
+    e(m, static_cast<int64_t>(o)) = static_cast<float>(sum[o] / cnt[o]);
+    e(var, static_cast<int64_t>(o)) = static_cast<float>(sq[o] / cnt[o]);
+  }
+  return std::vector<NDArray>{m, var};
+});
+LOOM_OP_REFERENCE("gamma", [](const RefCall& c) {
+  NDArray y(c.in[0].shape());
+  for (int64_t i = 0; i < y.size(); ++i) e(y, i) = static_cast<float>(std::tgamma(e(c.in[0], i)));
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("gammaln", [](const RefCall& c) {
+  NDArray y(c.in[0].shape());
+  for (int64_t i = 0; i < y.size(); ++i) e(y, i) = static_cast<float>(std::lgamma(e(c.in[0], i)));
+  return std::vector<NDArray>{y};
+});
+
+TEST(OpsMore, MomentsNeedsAxes) {
+  EXPECT_THROW(ImperativeOp("moments", {}, {Shape{2, 3}}), Error);
+}
+
+}  // namespace
+}  // namespace loom::test
