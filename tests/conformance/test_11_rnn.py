@@ -2,7 +2,8 @@
 (LSTM, GRU, a bidirectional RNN layer, a residual GRU, an unfused FusedRNNCell; and ConvLSTM/ConvGRU cells) in both,
 with weights drawn from one seed; the argument lists, the output and internal node names
 and the forward outputs (sequence output and final states) must match. MXNet also writes an
-RNN checkpoint (per-gate unpacked weights) that Loom must load back into the packed form."""
+RNN checkpoint (per-gate unpacked weights) that Loom must load back into the packed form; a bucketing LSTM+GRU language model trained with
+BucketingModule on BucketSentenceIter must end with the same weights and perplexity."""
 import json
 import os
 import subprocess
@@ -77,8 +78,52 @@ def extras(mx, outdir):
     np.savez(outdir + "/extras.npz", **res)
 
 
+def train_lm(mx, outdir):
+    """A bucketing LSTM+GRU language model trained 2 epochs with BucketingModule.fit on
+    BucketSentenceIter (seeded shuffles), from the same explicit initial weights."""
+    import random
+    random.seed(1)
+    np.random.seed(1)
+    rs = np.random.RandomState(0)
+    sents = [list(rs.randint(1, 20, size=rs.randint(3, 11))) for _ in range(64)]
+    it = mx.rnn.BucketSentenceIter(sents, 8, buckets=[5, 10], invalid_label=0)
+    stack = mx.rnn.SequentialRNNCell()
+    stack.add(mx.rnn.LSTMCell(16, prefix="lstm_l0_"))
+    stack.add(mx.rnn.GRUCell(16, prefix="gru_l1_"))
+
+    def sym_gen(seq_len):
+        data = mx.sym.Variable("data")
+        label = mx.sym.Variable("softmax_label")
+        embed = mx.sym.Embedding(data=data, input_dim=20, output_dim=8, name="embed")
+        stack.reset()
+        outputs, _ = stack.unroll(seq_len, inputs=embed, merge_outputs=True)
+        pred = mx.sym.FullyConnected(mx.sym.Reshape(outputs, shape=(-1, 16)), num_hidden=20,
+                                     name="pred")
+        pred = mx.sym.SoftmaxOutput(pred, mx.sym.Reshape(label, shape=(-1,)), name="softmax",
+                                    use_ignore=True, ignore_label=0)
+        return pred, ("data",), ("softmax_label",)
+
+    s10 = sym_gen(10)[0]
+    shapes, _, _ = s10.infer_shape(data=(8, 10), softmax_label=(8, 10))
+    prs = np.random.RandomState(7)
+    argp = {n: mx.nd.array(prs.uniform(-0.3, 0.3, sh).astype(np.float32))
+            for n, sh in zip(s10.list_arguments(), shapes)
+            if n not in ("data", "softmax_label")}
+    mod = mx.mod.BucketingModule(sym_gen, default_bucket_key=it.default_bucket_key,
+                                 context=mx.cpu())
+    mod.fit(it, eval_metric=mx.metric.Perplexity(0), num_epoch=2, optimizer="sgd",
+            optimizer_params={"learning_rate": 0.1, "momentum": 0.9}, arg_params=argp)
+    it.reset()
+    score = mod.score(it, mx.metric.Perplexity(0))
+    args, _ = mod.get_params()
+    res = {"arg/" + k: v.asnumpy() for k, v in args.items()}
+    res["perplexity"] = np.array(score[0][1])
+    np.savez(outdir + "/lm.npz", **res)
+
+
 def run(mx, outdir):
     extras(mx, outdir)
+    train_lm(mx, outdir)
     _, conv = build_conv(mx)
     run_one(mx, outdir, "conv_", conv, {"data": (2, 3, 3, 5, 4)})
     stack, sym = build(mx)
@@ -171,6 +216,14 @@ def test_fused_weights_iterator_vocab_match_mxnet(oracle_dir, loom_dir):
         else:
             assert got[k].shape == want[k].shape, k
             np.testing.assert_allclose(got[k], want[k], rtol=1e-6, err_msg=k)
+
+
+def test_bucketing_lm_training_matches_mxnet(oracle_dir, loom_dir):
+    want = dict(np.load(os.path.join(oracle_dir, "lm.npz")))
+    got = dict(np.load(os.path.join(loom_dir, "lm.npz")))
+    assert sorted(got) == sorted(want)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5, err_msg=k)
 
 
 def test_loom_loads_mxnet_rnn_checkpoint(mx, oracle_dir):
