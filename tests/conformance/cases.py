@@ -827,3 +827,23 @@ for op in ("gamma", "gammaln"):
     for i, spec in enumerate([("uniform", 0.3, 4.0), ("uniform", -2.9, -2.1)]):
         case("%s%d" % (op, i), lambda mx, op=op: getattr(mx.sym, op)(V(mx), name="g"),
              {"data": (3, 4)}, [op], init={"data": spec})
+# The copy-like ops on integer dtypes (forward only: no gradient for integers).
+case("reverse_i32", lambda mx: mx.sym.reverse(V(mx), axis=(0, 1), name="rev"), {"data": (3, 4)},
+     ["reverse"], init={"data": ("int", -50, 50)}, dtypes={"data": "int32"}, no_grad=["data"],
+     grads=False)
+case("diag_i64", lambda mx: mx.sym.diag(V(mx), k=-1, name="diag"), {"data": (4,)}, ["diag"],
+     init={"data": ("int", -50, 50)}, dtypes={"data": "int64"}, no_grad=["data"], grads=False)
+case("diag_u8", lambda mx: mx.sym.diag(V(mx), k=1, name="diag"), {"data": (3, 4)}, ["diag"],
+     init={"data": ("int", 0, 200)}, dtypes={"data": "uint8"}, no_grad=["data"], grads=False)
+case("depth_to_space_i32", lambda mx: mx.sym.depth_to_space(V(mx), block_size=2, name="d2s"),
+     {"data": (1, 8, 2, 3)}, ["depth_to_space"], init={"data": ("int", -50, 50)},
+     dtypes={"data": "int32"}, no_grad=["data"], grads=False)
+case("space_to_depth_i32", lambda mx: mx.sym.space_to_depth(V(mx), block_size=2, name="s2d"),
+     {"data": (1, 2, 4, 6)}, ["space_to_depth"], init={"data": ("int", -50, 50)},
+     dtypes={"data": "int32"}, no_grad=["data"], grads=False)
+case("shape_array_i32", lambda mx: mx.sym.shape_array(V(mx), name="sa"), {"data": (2, 3)},
+     ["shape_array"], init={"data": ("int", 0, 5)}, dtypes={"data": "int32"}, no_grad=["data"],
+     grads=False)
+case("logical_not_f64", lambda mx: mx.sym.logical_not(V(mx), name="lnot"), {"data": (3, 4)},
+     ["logical_not"], init={"data": ("int", -1, 2)}, dtypes={"data": "float64"}, no_grad=["data"],
+     grads=False)
