@@ -1,9 +1,14 @@
-"""mx.rnn against MXNet 1.9.1: the same script (RUNNER) builds an unrolled stack of cells
-(LSTM, GRU, a bidirectional RNN layer, a residual GRU, an unfused FusedRNNCell; and ConvLSTM/ConvGRU cells) in both,
-with weights drawn from one seed; the argument lists, the output and internal node names
-and the forward outputs (sequence output and final states) must match. MXNet also writes an
-RNN checkpoint (per-gate unpacked weights) that Loom must load back into the packed form; a bucketing LSTM+GRU language model trained with
-BucketingModule on BucketSentenceIter must end with the same weights and perplexity."""
+"""mx.rnn against MXNet 1.9.1: the same script (RUNNER) runs under both.
+
+- Graphs: an unrolled stack (LSTM, GRU, a bidirectional RNN layer, a residual GRU, an
+  unfused 2-layer FusedRNNCell) and a ConvLSTM+ConvGRU stack, weights from one seed: the
+  argument lists and shapes, the output and internal node names and the forward outputs
+  (sequence output and final states) must match.
+- FusedRNNCell's flat-vector unpack/pack, encode_sentences and BucketSentenceIter's
+  batches (seeded shuffles, NT and TN) must match.
+- A bucketing LSTM+GRU language model trained 2 epochs with BucketingModule on
+  BucketSentenceIter from explicit initial weights ends with the same weights/perplexity.
+- MXNet's save_rnn_checkpoint (per-gate unpacked weights) loads back in Loom packed."""
 import json
 import os
 import subprocess
