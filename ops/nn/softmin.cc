@@ -22,7 +22,7 @@ const auto kSoftminSchema =
         .optional("temperature", &SoftminParam::temperature, std::optional<double>(),
                   "Temperature parameter (None = 1).")
         .optional("dtype", &SoftminParam::dtype, std::optional<std::string>(),
-                  "Output dtype (only float32 is supported).")
+                  "Output dtype (only float32 is supported; None keeps the input's).")
         .optional("use_length", &SoftminParam::use_length, false,
                   "Whether to use a length input as a mask (not supported).")
         .check([](SoftminParam& p) {
@@ -34,59 +34,67 @@ const auto kSoftminSchema =
 
 class SoftminKernel final : public Kernel {
  public:
-  explicit SoftminKernel(const KernelArgs& a) : what_(tensor::node_label(a)) {
-    tensor::check_dtypes(a, tensor::dtype_bit(DType::kFloat32));
+  explicit SoftminKernel(const KernelArgs& a)
+      : t_(tensor::check_dtypes(a, tensor::kFloatDTypes)), what_(tensor::node_label(a)) {
     const auto& p = a.attrs.param<SoftminParam>();
     const Shape& s = a.in_shapes[0];
     const int ax = tensor::norm_axis(p.axis, s.ndim(), what_ + ": axis");
     for (int d = 0; d < ax; ++d) outer_ *= s[d];
     for (int d = ax + 1; d < s.ndim(); ++d) inner_ *= s[d];
     n_ = s[ax];
-    t_ = p.temperature.value_or(1.0);
+    temp_ = p.temperature.value_or(1.0);
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float* x = in[0].data<float>();
-    float* y = out[0].data<float>();
-    const double neg_inv_t = -1.0 / t_;
-    for (int64_t o = 0; o < outer_; ++o)
-      for (int64_t j = 0; j < inner_; ++j) {
-        const int64_t base = o * n_ * inner_ + j;
-        // z = -x / t; shift by max(z).
-        double zmax = -INFINITY;
-        for (int64_t i = 0; i < n_; ++i) zmax = std::max(zmax, x[base + i * inner_] * neg_inv_t);
-        double sum = 0;
-        for (int64_t i = 0; i < n_; ++i) sum += std::exp(x[base + i * inner_] * neg_inv_t - zmax);
-        for (int64_t i = 0; i < n_; ++i) {
-          const int64_t k = base + i * inner_;
-          const float v = static_cast<float>(std::exp(x[k] * neg_inv_t - zmax) / sum);
-          tensor::store_t<float>(y + k, req[0], v);
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].cdata<T>();
+      T* y = out[0].data<T>();
+      const double neg_inv_t = -1.0 / temp_;
+      auto z = [&](int64_t k) { return static_cast<double>(tensor::to_c(x[k])) * neg_inv_t; };
+      for (int64_t o = 0; o < outer_; ++o)
+        for (int64_t j = 0; j < inner_; ++j) {
+          const int64_t base = o * n_ * inner_ + j;
+          double zmax = -INFINITY;  // z = -x / t, shifted by its maximum
+          for (int64_t i = 0; i < n_; ++i) zmax = std::max(zmax, z(base + i * inner_));
+          double sum = 0;
+          for (int64_t i = 0; i < n_; ++i) sum += std::exp(z(base + i * inner_) - zmax);
+          for (int64_t i = 0; i < n_; ++i) {
+            const int64_t k = base + i * inner_;
+            const double v = std::exp(z(k) - zmax) / sum;
+            tensor::store_t<T>(y + k, req[0], tensor::from_c<T>(static_cast<compute_t<T>>(v)));
+          }
         }
-      }
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray> out, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    const float *g = og[0].data<float>(), *y = out[0].data<float>();
-    float* dx = ig[0].data<float>();
-    for (int64_t o = 0; o < outer_; ++o)
-      for (int64_t j = 0; j < inner_; ++j) {
-        const int64_t base = o * n_ * inner_ + j;
-        double dot = 0;
-        for (int64_t i = 0; i < n_; ++i) dot += static_cast<double>(g[base + i * inner_]) * y[base + i * inner_];
-        for (int64_t i = 0; i < n_; ++i) {
-          const int64_t k = base + i * inner_;
-          const float v = static_cast<float>(-y[k] * (g[k] - dot) / t_);
-          tensor::store_t<float>(dx + k, req[0], v);
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *g = og[0].cdata<T>(), *y = out[0].cdata<T>();
+      T* dx = ig[0].data<T>();
+      auto d = [](const T* p, int64_t k) { return static_cast<double>(tensor::to_c(p[k])); };
+      for (int64_t o = 0; o < outer_; ++o)
+        for (int64_t j = 0; j < inner_; ++j) {
+          const int64_t base = o * n_ * inner_ + j;
+          double dot = 0;
+          for (int64_t i = 0; i < n_; ++i) dot += d(g, base + i * inner_) * d(y, base + i * inner_);
+          for (int64_t i = 0; i < n_; ++i) {
+            const int64_t k = base + i * inner_;
+            const double v = -d(y, k) * (d(g, k) - dot) / temp_;
+            tensor::store_t<T>(dx + k, req[0], tensor::from_c<T>(static_cast<compute_t<T>>(v)));
+          }
         }
-      }
+    }, what_);
   }
 
  private:
   int64_t outer_ = 1, n_ = 1, inner_ = 1;
-  double t_ = 1;
+  double temp_ = 1;
+  DType t_;
   std::string what_;
 };
 
@@ -98,6 +106,13 @@ LOOM_REGISTER_OP("softmin")
         tensor::norm_axis(a.param<SoftminParam>().axis, in[0].ndim(),
                           "node '" + a.name + "' (op softmin): axis");
       infer_shape_same(a, in, out);
+    })
+    .type_fn([](const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
+      // dtype='float32' fixes the output; the kernel then needs a float32 input too.
+      if (a.param<SoftminParam>().dtype) merge_type(out[0], DType::kFloat32, "output 0");
+      if (in[0] != DType::kUnknown) merge_type(out[0], in[0], "output 0");
+      if (out[0] != DType::kUnknown) merge_type(in[0], out[0], input_label(a, 0));
+      if (in[0] == DType::kUnknown) in[0] = out[0] = DType::kFloat32;
     })
     .deps(GradDeps{.out_grad = true, .in_data = false, .out_data = true})
     .inplace_pairs({{0, 0}})

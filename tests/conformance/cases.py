@@ -847,3 +847,5 @@ case("shape_array_i32", lambda mx: mx.sym.shape_array(V(mx), name="sa"), {"data"
 case("logical_not_f64", lambda mx: mx.sym.logical_not(V(mx), name="lnot"), {"data": (3, 4)},
      ["logical_not"], init={"data": ("int", -1, 2)}, dtypes={"data": "float64"}, no_grad=["data"],
      grads=False)
+case("softmin_f64", lambda mx: mx.sym.softmin(V(mx), axis=1, temperature=0.7, name="smin"),
+     {"data": (3, 4)}, ["softmin"], dtypes={"data": "float64"})
