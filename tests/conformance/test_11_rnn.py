@@ -1,7 +1,8 @@
 """mx.rnn against MXNet 1.9.1: the same script (RUNNER) runs under both.
 
 - Graphs: an unrolled stack (LSTM, GRU, a bidirectional RNN layer, a residual GRU, an
-  unfused 2-layer FusedRNNCell) and a ConvLSTM+ConvGRU stack, weights from one seed: the
+  unfused 2-layer FusedRNNCell) a ConvLSTM+ConvGRU stack and a
+  merged bidirectional layer, weights from one seed: the
   argument lists and shapes, the output and internal node names and the forward outputs
   (sequence output and final states) must match.
 - FusedRNNCell's flat-vector unpack/pack, encode_sentences and BucketSentenceIter's
@@ -126,9 +127,19 @@ def train_lm(mx, outdir):
     np.savez(outdir + "/lm.npz", **res)
 
 
+def build_bimerged(mx):
+    """A bidirectional layer unrolled with merge_outputs=True (MXNet reverses the backward
+    cell's merged output with the ``reverse`` op)."""
+    cell = mx.rnn.BidirectionalCell(mx.rnn.LSTMCell(3, prefix="bl_"),
+                                    mx.rnn.GRUCell(2, prefix="br_"), output_prefix="bim_")
+    out, states = cell.unroll(4, mx.sym.Variable("data"), merge_outputs=True)
+    return mx.sym.Group([out] + states[0] + states[1])
+
+
 def run(mx, outdir):
     extras(mx, outdir)
     train_lm(mx, outdir)
+    run_one(mx, outdir, "bim_", build_bimerged(mx), {"data": (3, 4, 5)})
     _, conv = build_conv(mx)
     run_one(mx, outdir, "conv_", conv, {"data": (2, 3, 3, 5, 4)})
     stack, sym = build(mx)
@@ -192,7 +203,7 @@ def _meta(d, tag):
         return json.load(f)
 
 
-@pytest.mark.parametrize("tag", ["", "conv_"], ids=["stack", "conv"])
+@pytest.mark.parametrize("tag", ["", "conv_", "bim_"], ids=["stack", "conv", "bimerged"])
 def test_rnn_graph_names_match_mxnet(oracle_dir, loom_dir, tag):
     want, got = _meta(oracle_dir, tag), _meta(loom_dir, tag)
     assert got["args"] == want["args"]
@@ -201,7 +212,7 @@ def test_rnn_graph_names_match_mxnet(oracle_dir, loom_dir, tag):
     assert got["internals"] == want["internals"]
 
 
-@pytest.mark.parametrize("tag", ["", "conv_"], ids=["stack", "conv"])
+@pytest.mark.parametrize("tag", ["", "conv_", "bim_"], ids=["stack", "conv", "bimerged"])
 def test_rnn_forward_matches_mxnet(oracle_dir, loom_dir, tag):
     want = dict(np.load(os.path.join(oracle_dir, tag + "outs.npz")))
     got = dict(np.load(os.path.join(loom_dir, tag + "outs.npz")))

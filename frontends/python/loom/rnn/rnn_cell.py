@@ -625,7 +625,8 @@ class ResidualCell(ModifierCell):
 
 
 def _reverse_time(x, axis, length):
-    """x reversed along ``axis`` (Loom has no ``reverse`` op: split, reorder, concat)."""
+    """x reversed along ``axis``: the ``reverse`` op, as MXNet's graph has it; builds of
+    Loom without that op fall back to split, reorder, concat (same values)."""
     if hasattr(symbol, "reverse"):
         return symbol.reverse(x, axis=axis)
     parts = list(symbol.SliceChannel(x, axis=axis, num_outputs=length))
