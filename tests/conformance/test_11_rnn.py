@@ -152,6 +152,7 @@ def run(mx, outdir):
         args = {k: mx.nd.array(v) for k, v in vals.items() if k != "data"}
         mx.rnn.save_rnn_checkpoint(stack, outdir + "/ck", 3, sym, args, {})
         np.savez(outdir + "/params.npz", **{k: v for k, v in vals.items() if k != "data"})
+        np.save(outdir + "/ck_data.npy", vals["data"])
 
 
 def run_one(mx, outdir, tag, sym, shapes):
@@ -254,3 +255,11 @@ def test_loom_loads_mxnet_rnn_checkpoint(mx, oracle_dir):
     assert sorted(arg) == sorted(want)
     for k, v in want.items():
         np.testing.assert_allclose(arg[k].asnumpy(), v, rtol=1e-6, err_msg=k)
+    # MXNet's saved graph runs in Loom with those weights and gives MXNet's outputs
+    sym, _, _ = mx.model.load_checkpoint(os.path.join(oracle_dir, "ck"), 3)
+    arg["data"] = mx.nd.array(np.load(os.path.join(oracle_dir, "ck_data.npy")))
+    outs = [o.asnumpy() for o in sym.bind(mx.cpu(), arg).forward()]
+    ref = dict(np.load(os.path.join(oracle_dir, "outs.npz")))
+    assert len(outs) == len(ref)
+    for i, o in enumerate(outs):
+        np.testing.assert_allclose(o, ref["out%d" % i], rtol=1e-4, atol=1e-5)
