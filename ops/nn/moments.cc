@@ -17,8 +17,7 @@ const auto kMomentsSchema =
     ParamSchema<MomentsParam>()
         .optional("axes", &MomentsParam::axes, std::optional<Shape>(),
                   "Axes along which to compute mean and variance (required, non-empty).")
-        .optional("keepdims", &MomentsParam::keepdims, false,
-                  "Keep the reduced axes with size 1.");
+        .optional("keepdims", &MomentsParam::keepdims, false, "Keep the reduced axes with size 1.");
 
 // Which axes are reduced, and the output shape.
 std::vector<bool> reduced_axes(const OpAttrs& a, const Shape& s, Shape* out) {
@@ -29,13 +28,16 @@ std::vector<bool> reduced_axes(const OpAttrs& a, const Shape& s, Shape* out) {
   std::vector<bool> red(static_cast<size_t>(s.ndim()), false);
   for (int64_t ax : p.axes->dims()) {
     const int k = tensor::norm_axis(ax, s.ndim(), what);
-    if (red[static_cast<size_t>(k)]) throw ParamError(what + ": axis " + std::to_string(ax) + " is listed twice");
+    if (red[static_cast<size_t>(k)])
+      throw ParamError(what + ": axis " + std::to_string(ax) + " is listed twice");
     red[static_cast<size_t>(k)] = true;
   }
   std::vector<int64_t> o;
   for (int d = 0; d < s.ndim(); ++d) {
-    if (!red[static_cast<size_t>(d)]) o.push_back(s[d]);
-    else if (p.keepdims) o.push_back(1);
+    if (!red[static_cast<size_t>(d)])
+      o.push_back(s[d]);
+    else if (p.keepdims)
+      o.push_back(1);
   }
   if (o.empty()) o.push_back(1);
   *out = Shape(std::move(o));
@@ -68,39 +70,46 @@ class MomentsKernel final : public Kernel {
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* x = in[0].cdata<T>();
-      std::vector<double> mean, var;
-      stats(x, mean, var);
-      tensor::write_t<T>(out[0].data<T>(), req[0], n_out_, [&](int64_t o) {
-        return tensor::from_c<T>(static_cast<compute_t<T>>(mean[static_cast<size_t>(o)]));
-      });
-      tensor::write_t<T>(out[1].data<T>(), req[1], n_out_, [&](int64_t o) {
-        return tensor::from_c<T>(static_cast<compute_t<T>>(var[static_cast<size_t>(o)]));
-      });
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T* x = in[0].cdata<T>();
+          std::vector<double> mean, var;
+          stats(x, mean, var);
+          tensor::write_t<T>(out[0].data<T>(), req[0], n_out_, [&](int64_t o) {
+            return tensor::from_c<T>(static_cast<compute_t<T>>(mean[static_cast<size_t>(o)]));
+          });
+          tensor::write_t<T>(out[1].data<T>(), req[1], n_out_, [&](int64_t o) {
+            return tensor::from_c<T>(static_cast<compute_t<T>>(var[static_cast<size_t>(o)]));
+          });
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* x = in[0].cdata<T>();
-      const auto gm = tensor::reader<T>(og[0]);
-      const auto gv = tensor::reader<T>(og[1]);
-      std::vector<double> mean, var;
-      stats(x, mean, var);
-      const double inv = 1.0 / static_cast<double>(count_);
-      tensor::write_t<T>(ig[0].data<T>(), req[0], ig[0].size(), [&](int64_t i) {
-        const int64_t o = slot_[static_cast<size_t>(i)];
-        const double d = static_cast<double>(gm[o]) * inv +
-                         static_cast<double>(gv[o]) * 2.0 *
-                             (static_cast<double>(tensor::to_c(x[i])) - mean[static_cast<size_t>(o)]) * inv;
-        return tensor::from_c<T>(static_cast<compute_t<T>>(d));
-      });
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T* x = in[0].cdata<T>();
+          const auto gm = tensor::reader<T>(og[0]);
+          const auto gv = tensor::reader<T>(og[1]);
+          std::vector<double> mean, var;
+          stats(x, mean, var);
+          const double inv = 1.0 / static_cast<double>(count_);
+          tensor::write_t<T>(ig[0].data<T>(), req[0], ig[0].size(), [&](int64_t i) {
+            const int64_t o = slot_[static_cast<size_t>(i)];
+            const double d =
+                static_cast<double>(gm[o]) * inv +
+                static_cast<double>(gv[o]) * 2.0 *
+                    (static_cast<double>(tensor::to_c(x[i])) - mean[static_cast<size_t>(o)]) * inv;
+            return tensor::from_c<T>(static_cast<compute_t<T>>(d));
+          });
+        },
+        what_);
   }
 
  private:
@@ -109,10 +118,12 @@ class MomentsKernel final : public Kernel {
     mean.assign(static_cast<size_t>(n_out_), 0.0);
     var.assign(static_cast<size_t>(n_out_), 0.0);
     const double inv = 1.0 / static_cast<double>(count_);
-    for (size_t i = 0; i < slot_.size(); ++i) mean[static_cast<size_t>(slot_[i])] += tensor::to_c(x[i]);
+    for (size_t i = 0; i < slot_.size(); ++i)
+      mean[static_cast<size_t>(slot_[i])] += tensor::to_c(x[i]);
     for (auto& m : mean) m *= inv;
     for (size_t i = 0; i < slot_.size(); ++i) {
-      const double d = static_cast<double>(tensor::to_c(x[i])) - mean[static_cast<size_t>(slot_[i])];
+      const double d =
+          static_cast<double>(tensor::to_c(x[i])) - mean[static_cast<size_t>(slot_[i])];
       var[static_cast<size_t>(slot_[i])] += d * d;
     }
     for (auto& v : var) v *= inv;

@@ -18,7 +18,8 @@ struct SoftminParam {
 };
 const auto kSoftminSchema =
     ParamSchema<SoftminParam>()
-        .optional("axis", &SoftminParam::axis, int64_t{-1}, "The axis along which to compute softmin.")
+        .optional("axis", &SoftminParam::axis, int64_t{-1},
+                  "The axis along which to compute softmin.")
         .optional("temperature", &SoftminParam::temperature, std::optional<double>(),
                   "Temperature parameter (None = 1).")
         .optional("dtype", &SoftminParam::dtype, std::optional<std::string>(),
@@ -47,48 +48,55 @@ class SoftminKernel final : public Kernel {
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* x = in[0].cdata<T>();
-      T* y = out[0].data<T>();
-      const double neg_inv_t = -1.0 / temp_;
-      auto z = [&](int64_t k) { return static_cast<double>(tensor::to_c(x[k])) * neg_inv_t; };
-      for (int64_t o = 0; o < outer_; ++o)
-        for (int64_t j = 0; j < inner_; ++j) {
-          const int64_t base = o * n_ * inner_ + j;
-          double zmax = -INFINITY;  // z = -x / t, shifted by its maximum
-          for (int64_t i = 0; i < n_; ++i) zmax = std::max(zmax, z(base + i * inner_));
-          double sum = 0;
-          for (int64_t i = 0; i < n_; ++i) sum += std::exp(z(base + i * inner_) - zmax);
-          for (int64_t i = 0; i < n_; ++i) {
-            const int64_t k = base + i * inner_;
-            const double v = std::exp(z(k) - zmax) / sum;
-            tensor::store_t<T>(y + k, req[0], tensor::from_c<T>(static_cast<compute_t<T>>(v)));
-          }
-        }
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T* x = in[0].cdata<T>();
+          T* y = out[0].data<T>();
+          const double neg_inv_t = -1.0 / temp_;
+          auto z = [&](int64_t k) { return static_cast<double>(tensor::to_c(x[k])) * neg_inv_t; };
+          for (int64_t o = 0; o < outer_; ++o)
+            for (int64_t j = 0; j < inner_; ++j) {
+              const int64_t base = o * n_ * inner_ + j;
+              double zmax = -INFINITY;  // z = -x / t, shifted by its maximum
+              for (int64_t i = 0; i < n_; ++i) zmax = std::max(zmax, z(base + i * inner_));
+              double sum = 0;
+              for (int64_t i = 0; i < n_; ++i) sum += std::exp(z(base + i * inner_) - zmax);
+              for (int64_t i = 0; i < n_; ++i) {
+                const int64_t k = base + i * inner_;
+                const double v = std::exp(z(k) - zmax) / sum;
+                tensor::store_t<T>(y + k, req[0], tensor::from_c<T>(static_cast<compute_t<T>>(v)));
+              }
+            }
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray> out, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T *g = og[0].cdata<T>(), *y = out[0].cdata<T>();
-      T* dx = ig[0].data<T>();
-      auto d = [](const T* p, int64_t k) { return static_cast<double>(tensor::to_c(p[k])); };
-      for (int64_t o = 0; o < outer_; ++o)
-        for (int64_t j = 0; j < inner_; ++j) {
-          const int64_t base = o * n_ * inner_ + j;
-          double dot = 0;
-          for (int64_t i = 0; i < n_; ++i) dot += d(g, base + i * inner_) * d(y, base + i * inner_);
-          for (int64_t i = 0; i < n_; ++i) {
-            const int64_t k = base + i * inner_;
-            const double v = -d(y, k) * (d(g, k) - dot) / temp_;
-            tensor::store_t<T>(dx + k, req[0], tensor::from_c<T>(static_cast<compute_t<T>>(v)));
-          }
-        }
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T *g = og[0].cdata<T>(), *y = out[0].cdata<T>();
+          T* dx = ig[0].data<T>();
+          auto d = [](const T* p, int64_t k) { return static_cast<double>(tensor::to_c(p[k])); };
+          for (int64_t o = 0; o < outer_; ++o)
+            for (int64_t j = 0; j < inner_; ++j) {
+              const int64_t base = o * n_ * inner_ + j;
+              double dot = 0;
+              for (int64_t i = 0; i < n_; ++i)
+                dot += d(g, base + i * inner_) * d(y, base + i * inner_);
+              for (int64_t i = 0; i < n_; ++i) {
+                const int64_t k = base + i * inner_;
+                const double v = -d(y, k) * (d(g, k) - dot) / temp_;
+                tensor::store_t<T>(dx + k, req[0], tensor::from_c<T>(static_cast<compute_t<T>>(v)));
+              }
+            }
+        },
+        what_);
   }
 
  private:

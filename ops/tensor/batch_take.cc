@@ -1,5 +1,6 @@
 // batch_take(a, indices): out[i] = a[i, indices[i]] for a 2-D a of shape (N, M); indices are
-// truncated to integers, clipped to [0, M) and give the output's shape (MXNet 1.9.1). MXNet registers no gradient; Loom's scatters dy into the picked elements.
+// truncated to integers, clipped to [0, M) and give the output's shape (MXNet 1.9.1). MXNet
+// registers no gradient; Loom's scatters dy into the picked elements.
 #include <algorithm>
 
 #include "ops/infer.h"
@@ -9,8 +10,10 @@ namespace loom {
 namespace {
 
 void infer_batch_take(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
-  if (in[1].ndim() != 0) merge_shape(out[0], in[1], "output 0");
-  else if (out[0].ndim() != 0) merge_shape(in[1], out[0], input_label(a, 1));
+  if (in[1].ndim() != 0)
+    merge_shape(out[0], in[1], "output 0");
+  else if (out[0].ndim() != 0)
+    merge_shape(in[1], out[0], input_label(a, 1));
   if (in[0].ndim() == 0 || out[0].ndim() == 0) return;
   // MXNet accepts more dimensions but then checks and indexes with different row sizes.
   if (in[0].ndim() != 2)
@@ -37,19 +40,24 @@ class BatchTakeKernel final : public Kernel {
     if (a.out_types[0] != t_)
       throw Error(what_ + ": output dtype " + dtype_name(a.out_types[0]) + " differs from a's " +
                   dtype_name(t_));
-    tensor::dispatch_numeric(t_, [](auto) {}, what_);
-    tensor::dispatch_numeric(it_, [](auto) {}, what_ + " (indices)");
+    tensor::dispatch_numeric(
+        t_, [](auto) {}, what_);
+    tensor::dispatch_numeric(
+        it_, [](auto) {}, what_ + " (indices)");
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
     const auto col = columns(in[1]);
-    tensor::dispatch_numeric(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* x = in[0].cdata<T>();
-      tensor::write_t<T>(out[0].data<T>(), req[0], n_,
-                         [&](int64_t i) { return x[i * m_ + col[static_cast<size_t>(i)]]; });
-    }, what_);
+    tensor::dispatch_numeric(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T* x = in[0].cdata<T>();
+          tensor::write_t<T>(out[0].data<T>(), req[0], n_,
+                             [&](int64_t i) { return x[i * m_ + col[static_cast<size_t>(i)]]; });
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
@@ -57,31 +65,37 @@ class BatchTakeKernel final : public Kernel {
     if (req[1] != Req::kNull) tensor::fill_req(ig[1], req[1], 0.f);
     if (req[0] == Req::kNull) return;
     const auto col = columns(in[1]);
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if (req[0] != Req::kAdd) tensor::fill_req(ig[0], req[0], 0.f);
-      const T* g = og[0].cdata<T>();
-      T* dx = ig[0].data<T>();
-      for (int64_t i = 0; i < n_; ++i) {
-        T* p = dx + i * m_ + col[static_cast<size_t>(i)];
-        *p = tensor::add_value<T>(*p, g[i]);
-      }
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          if (req[0] != Req::kAdd) tensor::fill_req(ig[0], req[0], 0.f);
+          const T* g = og[0].cdata<T>();
+          T* dx = ig[0].data<T>();
+          for (int64_t i = 0; i < n_; ++i) {
+            T* p = dx + i * m_ + col[static_cast<size_t>(i)];
+            *p = tensor::add_value<T>(*p, g[i]);
+          }
+        },
+        what_);
   }
 
  private:
   // The clipped column of each row.
   std::vector<int64_t> columns(const NDArray& idx) const {
     std::vector<int64_t> c(static_cast<size_t>(n_));
-    tensor::dispatch_numeric(it_, [&](auto tag) {
-      using I = typename decltype(tag)::type;
-      const I* p = idx.cdata<I>();
-      for (int64_t i = 0; i < n_; ++i) {
-        const double v = static_cast<double>(tensor::to_c(p[i]));
-        const int64_t j = static_cast<int64_t>(v);  // truncates toward zero, as MXNet's cast
-        c[static_cast<size_t>(i)] = std::clamp<int64_t>(j, 0, m_ - 1);
-      }
-    }, what_);
+    tensor::dispatch_numeric(
+        it_,
+        [&](auto tag) {
+          using I = typename decltype(tag)::type;
+          const I* p = idx.cdata<I>();
+          for (int64_t i = 0; i < n_; ++i) {
+            const double v = static_cast<double>(tensor::to_c(p[i]));
+            const int64_t j = static_cast<int64_t>(v);  // truncates toward zero, as MXNet's cast
+            c[static_cast<size_t>(i)] = std::clamp<int64_t>(j, 0, m_ - 1);
+          }
+        },
+        what_);
     return c;
   }
   int64_t n_, m_;

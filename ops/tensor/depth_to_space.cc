@@ -86,8 +86,9 @@ void register_block(const char* name, const char* doc) {
   register_block<true>("depth_to_space",
                        "Moves blocks of channels into spatial blocks: (N, C, H, W) to "
                        "(N, C/b^2, H*b, W*b).");
-  register_block<false>("space_to_depth",
-                        "Moves spatial blocks into channels: (N, C, H, W) to (N, C*b^2, H/b, W/b).");
+  register_block<false>(
+      "space_to_depth",
+      "Moves spatial blocks into channels: (N, C, H, W) to (N, C*b^2, H/b, W/b).");
   return true;
 }();
 

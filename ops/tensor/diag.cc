@@ -45,8 +45,8 @@ DiagGeom diag_geom(const OpAttrs& a, const Shape& s) {
   if (p.k < 0) h += p.k;
   g.len = std::min(h, w);
   if (g.len <= 0)
-    throw ParamError(what + ": diagonal k=" + std::to_string(p.k) + " does not exist in an input of shape " +
-                     s.str());
+    throw ParamError(what + ": diagonal k=" + std::to_string(p.k) +
+                     " does not exist in an input of shape " + s.str());
   std::vector<int64_t> o;
   for (int d = 0; d < s.ndim(); ++d)
     if (d != g.x1 && d != g.x2) o.push_back(s[d]);
@@ -74,7 +74,8 @@ std::unique_ptr<Kernel> make_diag(const KernelArgs& a) {
     return std::make_unique<tensor::GatherKernel>(a, std::move(src));
   }
   std::vector<int64_t> stride(static_cast<size_t>(s.ndim()), 1);
-  for (int d = s.ndim() - 2; d >= 0; --d) stride[static_cast<size_t>(d)] = stride[static_cast<size_t>(d) + 1] * s[d + 1];
+  for (int d = s.ndim() - 2; d >= 0; --d)
+    stride[static_cast<size_t>(d)] = stride[static_cast<size_t>(d) + 1] * s[d + 1];
   std::vector<int> rest;
   for (int d = 0; d < s.ndim(); ++d)
     if (d != g.x1 && d != g.x2) rest.push_back(d);

@@ -32,27 +32,33 @@ class GammaKernel final : public Kernel {
   static double value(double x) { return kLog ? std::lgamma(x) : std::tgamma(x); }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* x = in[0].cdata<T>();
-      tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
-        return tensor::from_c<T>(static_cast<compute_t<T>>(value(tensor::to_c(x[i]))));
-      });
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T* x = in[0].cdata<T>();
+          tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
+            return tensor::from_c<T>(static_cast<compute_t<T>>(value(tensor::to_c(x[i]))));
+          });
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T *g = og[0].cdata<T>(), *x = in[0].cdata<T>();
-      tensor::write_t<T>(ig[0].data<T>(), req[0], ig[0].size(), [=](int64_t i) {
-        const double xv = tensor::to_c(x[i]);
-        const double d = kLog ? digamma(xv) : std::tgamma(xv) * digamma(xv);
-        return tensor::from_c<T>(static_cast<compute_t<T>>(tensor::to_c(g[i]) * d));
-      });
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T *g = og[0].cdata<T>(), *x = in[0].cdata<T>();
+          tensor::write_t<T>(ig[0].data<T>(), req[0], ig[0].size(), [=](int64_t i) {
+            const double xv = tensor::to_c(x[i]);
+            const double d = kLog ? digamma(xv) : std::tgamma(xv) * digamma(xv);
+            return tensor::from_c<T>(static_cast<compute_t<T>>(tensor::to_c(g[i]) * d));
+          });
+        },
+        what_);
   }
 
  private:

@@ -17,36 +17,43 @@ class GatherKernel : public Kernel {
     if (a.out_types[0] != t_)
       throw Error(what_ + ": output dtype " + dtype_name(a.out_types[0]) +
                   " differs from input dtype " + dtype_name(t_));
-    dispatch_dtype(t_, [](auto) {}, what_);
+    dispatch_dtype(
+        t_, [](auto) {}, what_);
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    dispatch_dtype(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* x = in[0].cdata<T>();
-      const int64_t* s = src_.data();
-      const T zero = convert_value<T>(0);
-      write_t<T>(out[0].data<T>(), req[0], out[0].size(),
-                 [=](int64_t o) { return s[o] < 0 ? zero : x[s[o]]; });
-    }, what_);
+    dispatch_dtype(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T* x = in[0].cdata<T>();
+          const int64_t* s = src_.data();
+          const T zero = convert_value<T>(0);
+          write_t<T>(out[0].data<T>(), req[0], out[0].size(),
+                     [=](int64_t o) { return s[o] < 0 ? zero : x[s[o]]; });
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if (req[0] != Req::kAdd) fill_req(ig[0], req[0], 0.f);
-      const T* g = og[0].cdata<T>();
-      T* dx = ig[0].data<T>();
-      const int64_t n = og[0].size();
-      for (int64_t o = 0; o < n; ++o)
-        if (src_[static_cast<size_t>(o)] >= 0) {
-          T& d = dx[src_[static_cast<size_t>(o)]];
-          d = add_value<T>(d, g[o]);
-        }
-    }, what_);
+    dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          if (req[0] != Req::kAdd) fill_req(ig[0], req[0], 0.f);
+          const T* g = og[0].cdata<T>();
+          T* dx = ig[0].data<T>();
+          const int64_t n = og[0].size();
+          for (int64_t o = 0; o < n; ++o)
+            if (src_[static_cast<size_t>(o)] >= 0) {
+              T& d = dx[src_[static_cast<size_t>(o)]];
+              d = add_value<T>(d, g[o]);
+            }
+        },
+        what_);
   }
 
  private:

@@ -21,29 +21,35 @@ class HardSigmoidKernel final : public Kernel {
         what_(tensor::node_label(a)) {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* x = in[0].cdata<T>();
-      const auto a = p_.alpha, b = p_.beta;
-      tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
-        const auto v = a * tensor::to_c(x[i]) + b;
-        return tensor::from_c<T>(v > 1 ? 1 : v < 0 ? 0 : v);
-      });
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T* x = in[0].cdata<T>();
+          const auto a = p_.alpha, b = p_.beta;
+          tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
+            const auto v = a * tensor::to_c(x[i]) + b;
+            return tensor::from_c<T>(v > 1 ? 1 : v < 0 ? 0 : v);
+          });
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T *g = og[0].cdata<T>(), *x = in[0].cdata<T>();
-      const auto a = p_.alpha, b = p_.beta;
-      tensor::write_t<T>(ig[0].data<T>(), req[0], ig[0].size(), [=](int64_t i) {
-        const auto v = a * tensor::to_c(x[i]) + b;
-        return tensor::from_c<T>(v > 0 && v < 1 ? tensor::to_c(g[i]) * a : 0);
-      });
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T *g = og[0].cdata<T>(), *x = in[0].cdata<T>();
+          const auto a = p_.alpha, b = p_.beta;
+          tensor::write_t<T>(ig[0].data<T>(), req[0], ig[0].size(), [=](int64_t i) {
+            const auto v = a * tensor::to_c(x[i]) + b;
+            return tensor::from_c<T>(v > 0 && v < 1 ? tensor::to_c(g[i]) * a : 0);
+          });
+        },
+        what_);
   }
 
  private:

@@ -66,45 +66,51 @@ class HypotKernel final : public Kernel {
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* a = in[0].cdata<T>();
-      const T* b = p_.scalar ? nullptr : in[1].cdata<T>();
-      T* y = out[0].data<T>();
-      p_.each([&](int64_t o, int64_t ia, int64_t ib) {
-        const double bv = b ? static_cast<double>(tensor::to_c(b[ib])) : p_.s;
-        const double v = std::hypot(static_cast<double>(tensor::to_c(a[ia])), bv);
-        tensor::store_t<T>(y + o, req[0], tensor::from_c<T>(static_cast<compute_t<T>>(v)));
-      });
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T* a = in[0].cdata<T>();
+          const T* b = p_.scalar ? nullptr : in[1].cdata<T>();
+          T* y = out[0].data<T>();
+          p_.each([&](int64_t o, int64_t ia, int64_t ib) {
+            const double bv = b ? static_cast<double>(tensor::to_c(b[ib])) : p_.s;
+            const double v = std::hypot(static_cast<double>(tensor::to_c(a[ia])), bv);
+            tensor::store_t<T>(y + o, req[0], tensor::from_c<T>(static_cast<compute_t<T>>(v)));
+          });
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* g = og[0].cdata<T>();
-      const T* a = in[0].cdata<T>();
-      const T* b = p_.scalar ? nullptr : in[1].cdata<T>();
-      const size_t nin = p_.scalar ? 1 : 2;
-      std::vector<double> acc[2];
-      for (size_t k = 0; k < nin; ++k)
-        if (req[k] != Req::kNull) acc[k].assign(static_cast<size_t>(ig[k].size()), 0.0);
-      p_.each([&](int64_t o, int64_t ia, int64_t ib) {
-        const double av = tensor::to_c(a[ia]);
-        const double bv = b ? static_cast<double>(tensor::to_c(b[ib])) : p_.s;
-        const double h = std::hypot(av, bv), gv = tensor::to_c(g[o]);
-        if (!acc[0].empty()) acc[0][static_cast<size_t>(ia)] += gv * av / h;
-        if (!acc[1].empty()) acc[1][static_cast<size_t>(ib)] += gv * bv / h;
-      });
-      for (size_t k = 0; k < nin; ++k) {
-        if (req[k] == Req::kNull) continue;
-        const auto& v = acc[k];
-        tensor::write_t<T>(ig[k].data<T>(), req[k], ig[k].size(), [&](int64_t i) {
-          return tensor::from_c<T>(static_cast<compute_t<T>>(v[static_cast<size_t>(i)]));
-        });
-      }
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T* g = og[0].cdata<T>();
+          const T* a = in[0].cdata<T>();
+          const T* b = p_.scalar ? nullptr : in[1].cdata<T>();
+          const size_t nin = p_.scalar ? 1 : 2;
+          std::vector<double> acc[2];
+          for (size_t k = 0; k < nin; ++k)
+            if (req[k] != Req::kNull) acc[k].assign(static_cast<size_t>(ig[k].size()), 0.0);
+          p_.each([&](int64_t o, int64_t ia, int64_t ib) {
+            const double av = tensor::to_c(a[ia]);
+            const double bv = b ? static_cast<double>(tensor::to_c(b[ib])) : p_.s;
+            const double h = std::hypot(av, bv), gv = tensor::to_c(g[o]);
+            if (!acc[0].empty()) acc[0][static_cast<size_t>(ia)] += gv * av / h;
+            if (!acc[1].empty()) acc[1][static_cast<size_t>(ib)] += gv * bv / h;
+          });
+          for (size_t k = 0; k < nin; ++k) {
+            if (req[k] == Req::kNull) continue;
+            const auto& v = acc[k];
+            tensor::write_t<T>(ig[k].data<T>(), req[k], ig[k].size(), [&](int64_t i) {
+              return tensor::from_c<T>(static_cast<compute_t<T>>(v[static_cast<size_t>(i)]));
+            });
+          }
+        },
+        what_);
   }
 
  private:

@@ -11,14 +11,16 @@ class LogicalNotKernel final : public Kernel {
       : t_(tensor::check_dtypes(a, tensor::kNumericDTypes)), what_(tensor::node_label(a)) {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    tensor::dispatch_numeric(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* x = in[0].cdata<T>();
-      const T one = convert_value<T>(1), zero = convert_value<T>(0);
-      tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
-        return tensor::to_c(x[i]) == 0 ? one : zero;
-      });
-    }, what_);
+    tensor::dispatch_numeric(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T* x = in[0].cdata<T>();
+          const T one = convert_value<T>(1), zero = convert_value<T>(0);
+          tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(),
+                             [=](int64_t i) { return tensor::to_c(x[i]) == 0 ? one : zero; });
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray>, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,

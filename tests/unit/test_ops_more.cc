@@ -59,7 +59,8 @@ LOOM_OP_REFERENCE("reverse", [](const RefCall& c) {
   for (int64_t i = 0; i < y.size(); ++i) {
     auto idx = unravel(i, s);
     for (int d = 0; d < s.ndim(); ++d)
-      if (rev[static_cast<size_t>(d)]) idx[static_cast<size_t>(d)] = s[d] - 1 - idx[static_cast<size_t>(d)];
+      if (rev[static_cast<size_t>(d)])
+        idx[static_cast<size_t>(d)] = s[d] - 1 - idx[static_cast<size_t>(d)];
     f(y, i) = f(c.in[0], ravel(idx, s));
   }
   return std::vector<NDArray>{y};
@@ -144,9 +145,12 @@ std::vector<NDArray> hypot_ref(const NDArray& a, const NDArray* b, double s, con
   }
   return {y};
 }
-LOOM_OP_REFERENCE("_hypot", [](const RefCall& c) { return hypot_ref(c.in[0], &c.in[1], 0, c.out_shapes[0]); });
-LOOM_OP_REFERENCE("broadcast_hypot",
-                  [](const RefCall& c) { return hypot_ref(c.in[0], &c.in[1], 0, c.out_shapes[0]); });
+LOOM_OP_REFERENCE("_hypot", [](const RefCall& c) {
+  return hypot_ref(c.in[0], &c.in[1], 0, c.out_shapes[0]);
+});
+LOOM_OP_REFERENCE("broadcast_hypot", [](const RefCall& c) {
+  return hypot_ref(c.in[0], &c.in[1], 0, c.out_shapes[0]);
+});
 LOOM_OP_REFERENCE("_hypot_scalar", [](const RefCall& c) {
   return hypot_ref(c.in[0], nullptr, std::stod(c.attrs.dict.at("scalar")), c.out_shapes[0]);
 });
@@ -231,8 +235,10 @@ LOOM_OP_REFERENCE("space_to_depth", [](const RefCall& c) {
 TEST(OpsMore, DiagAndBlockErrors) {
   EXPECT_THROW(ImperativeOp("diag", {{"k", "5"}}, {Shape{3, 4}}), Error);
   EXPECT_THROW(ImperativeOp("diag", {{"axis1", "1"}, {"axis2", "1"}}, {Shape{3, 4}}), Error);
-  EXPECT_THROW(ImperativeOp("depth_to_space", {{"block_size", "2"}}, {Shape{1, 6, 2, 2}}), ShapeError);
-  EXPECT_THROW(ImperativeOp("space_to_depth", {{"block_size", "2"}}, {Shape{1, 1, 3, 4}}), ShapeError);
+  EXPECT_THROW(ImperativeOp("depth_to_space", {{"block_size", "2"}}, {Shape{1, 6, 2, 2}}),
+               ShapeError);
+  EXPECT_THROW(ImperativeOp("space_to_depth", {{"block_size", "2"}}, {Shape{1, 1, 3, 4}}),
+               ShapeError);
 }
 
 }  // namespace
@@ -286,9 +292,7 @@ LOOM_OP_REFERENCE("gammaln", [](const RefCall& c) {
   return std::vector<NDArray>{y};
 });
 
-TEST(OpsMore, MomentsNeedsAxes) {
-  EXPECT_THROW(ImperativeOp("moments", {}, {Shape{2, 3}}), Error);
-}
+TEST(OpsMore, MomentsNeedsAxes) { EXPECT_THROW(ImperativeOp("moments", {}, {Shape{2, 3}}), Error); }
 
 }  // namespace
 }  // namespace loom::test
