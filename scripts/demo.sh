@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds only what the demo needs (the core library and train_mlp: no CUDA layer, tests or
 # Python package, in build-demo/) and trains the MLP defined in examples/mlp/mlp-symbol.json
-# on synthetic data. The build is -O1: the time to the first epoch is what counts here (1.7
+# on synthetic data. The build is -O1: the time to the first epoch is what counts here (1.6
 # minutes on 2 cores instead of 2.6 at -O3, same results; the MLP's heavy lifting is in
 # oneDNN). The test command (scripts/test.sh) builds everything, optimised, in build/.
 set -euo pipefail
