@@ -130,3 +130,15 @@ def install(module, make_function, kind):
         fn.__signature__ = build_signature(info, kind)
         fn.__module__ = module.__name__
         setattr(module, fname, fn)
+
+
+def internal_module(module):
+    """mx.<nd|sym>._internal: a module holding `module`'s functions of the ops whose names
+    start with '_' (_plus_scalar, _maximum, ...), as in MXNet."""
+    import types
+    mod = types.ModuleType(module.__name__ + "._internal")
+    mod.__doc__ = "Ops whose names start with an underscore."
+    for fname, _info in function_names():
+        if fname.startswith("_") and hasattr(module, fname):
+            setattr(mod, fname, getattr(module, fname))
+    return mod

@@ -287,27 +287,6 @@ def _install_arith():
 _install_arith()
 
 
-def _compare(name, np_fn):
-    """==, !=, >, ... as MXNet: 1/0 in the array's dtype, by Loom's comparison ops (scalar
-    converted to the array's dtype first); NumPy only when the op is missing."""
-    elem, bcast, scalar = "_" + name, "broadcast_" + name, "_%s_scalar" % name
-    if not _op(elem):
-        def cmp(self, other):
-            o = other.asnumpy() if isinstance(other, NDArray) else other
-            return array(np_fn(self.asnumpy(), o).astype(np.dtype(self.dtype)), self.context,
-                         self.dtype)
-        return cmp
-    _NP_BINARY.setdefault(elem, lambda a, b: np_fn(a, b).astype(a.dtype))
-
-    def cmp(self, other):
-        return _binary(self, other, elem, bcast, scalar)
-    return cmp
-
-
-for _n, _name, _f in (("eq", "equal", np.equal), ("ne", "not_equal", np.not_equal),
-                      ("gt", "greater", np.greater), ("ge", "greater_equal", np.greater_equal),
-                      ("lt", "lesser", np.less), ("le", "lesser_equal", np.less_equal)):
-    setattr(NDArray, "__%s__" % _n, _compare(_name, _f))
 NDArray.__hash__ = object.__hash__
 NDArray.__array_priority__ = 1000.0
 
@@ -879,16 +858,22 @@ def from_numpy(ndarray, zero_copy=True):
     return array(ndarray, dtype=ndarray.dtype)
 
 
-def _make_internal():
-    """mx.<nd|sym>._internal: the functions of the ops whose names start with '_'
-    (_plus_scalar, _maximum, ...), as in MXNet."""
-    import types
-    mod = types.ModuleType(__name__ + "._internal")
-    mod.__doc__ = "Ops whose names start with an underscore."
-    for fname, _info in _ops.function_names():
-        if fname.startswith("_") and hasattr(_module, fname):
-            setattr(mod, fname, getattr(_module, fname))
-    return mod
+def _operator(fn):
+    """An NDArray comparison operator (==, >, ...) running the module function `fn`
+    (MXNet's dtype rules: the scalar is converted to the array's dtype, 1/0 in that dtype);
+    other operand types fall back to Python's default."""
+    def op(self, other):
+        if isinstance(other, np.ndarray):
+            other = array(other, self.context, self.dtype)
+        if isinstance(other, NDArray) or is_number(other):
+            return fn(self, other)
+        return NotImplemented
+    return op
 
 
-_internal = _make_internal()
+for _n, _fn in (("eq", equal), ("ne", not_equal), ("gt", greater), ("ge", greater_equal),
+                ("lt", lesser), ("le", lesser_equal)):
+    setattr(NDArray, "__%s__" % _n, _operator(_fn))
+
+
+_internal = _ops.internal_module(_module)

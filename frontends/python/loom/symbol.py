@@ -652,16 +652,4 @@ for _fname in _FLUENT_ALL:
                 (lambda f: lambda self, *a, **k: f(self, *a, **k))(getattr(_module, _fname)))
 
 
-def _make_internal():
-    """mx.<nd|sym>._internal: the functions of the ops whose names start with '_'
-    (_plus_scalar, _maximum, ...), as in MXNet."""
-    import types
-    mod = types.ModuleType(__name__ + "._internal")
-    mod.__doc__ = "Ops whose names start with an underscore."
-    for fname, _info in _ops.function_names():
-        if fname.startswith("_") and hasattr(_module, fname):
-            setattr(mod, fname, getattr(_module, fname))
-    return mod
-
-
-_internal = _make_internal()
+_internal = _ops.internal_module(_module)
