@@ -673,6 +673,20 @@ case("blockgrad_mid", lambda mx: mx.sym.FullyConnected(
     num_hidden=2, name="fc2"), {"data": (3, 5), "b": (3, 4)}, ["BlockGrad"])
 
 
+# Cases of newer operator families live in cases_<family>.py beside this file (they import
+# case/V from here); they are loaded here so CASES is complete wherever cases is imported.
+def _load_family_files():
+    import glob
+    import importlib
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in sorted(glob.glob(os.path.join(here, "cases_*.py"))):
+        importlib.import_module(os.path.splitext(os.path.basename(path))[0])
+
+
+_load_family_files()
+
+
 def by_id():
     return {c.cid: c for c in CASES}
 

@@ -142,3 +142,42 @@ def internal_module(module):
         if fname.startswith("_") and hasattr(module, fname):
             setattr(mod, fname, getattr(module, fname))
     return mod
+
+
+def prefixed_names(prefix):
+    """Names (prefix removed) of the registered ops whose names start with `prefix`."""
+    return sorted(n[len(prefix):] for n in all_ops() if n.startswith(prefix))
+
+
+def prefix_namespace(modname, source, prefix, doc, label):
+    """A module `modname` exposing `source`'s function of every registered op named
+    prefix + X as X (mx.nd.contrib.X for _contrib_X, mx.sym.linalg.gemm for _linalg_gemm).
+    Names are looked up in the registry on access, so ops registered later (plugins) appear
+    too; a name with no such op raises AttributeError naming what exists."""
+    import sys
+    import types
+    m = types.ModuleType(modname, doc)
+
+    def lookup(name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if find(prefix + name) is not None:
+            fn = getattr(source, prefix + name, None)
+            if fn is not None:
+                return fn
+        raise AttributeError("module '%s' has no attribute '%s' (Loom has no operator %s%s; "
+                             "%s operators available: %s)" %
+                             (modname, name, prefix, name, label,
+                              ", ".join(prefixed_names(prefix)) or "none"))
+
+    def listing():
+        return sorted(set(vars(m)) | set(prefixed_names(prefix)))
+
+    m.__getattr__ = lookup
+    m.__dir__ = listing
+    for n in prefixed_names(prefix):
+        fn = getattr(source, prefix + n, None)
+        if fn is not None:
+            setattr(m, n, fn)
+    sys.modules[modname] = m
+    return m

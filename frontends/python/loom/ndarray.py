@@ -877,3 +877,8 @@ for _n, _fn in (("eq", equal), ("ne", not_equal), ("gt", greater), ("ge", greate
 
 
 _internal = _ops.internal_module(_module)
+# mx.nd.linalg.X (ops _linalg_X) and mx.nd.image.X (ops _image_X), as in MXNet.
+linalg = _ops.prefix_namespace(__name__ + ".linalg", _module, "_linalg_",
+                               "mx.nd.linalg: linear-algebra operators, imperative.", "linalg")
+image = _ops.prefix_namespace(__name__ + ".image", _module, "_image_",
+                              "mx.nd.image: image operators, imperative.", "image")

@@ -653,3 +653,8 @@ for _fname in _FLUENT_ALL:
 
 
 _internal = _ops.internal_module(_module)
+# mx.sym.linalg.X (ops _linalg_X) and mx.sym.image.X (ops _image_X), as in MXNet.
+linalg = _ops.prefix_namespace(__name__ + ".linalg", _module, "_linalg_",
+                               "mx.sym.linalg: linear-algebra operators.", "linalg")
+image = _ops.prefix_namespace(__name__ + ".image", _module, "_image_",
+                              "mx.sym.image: image operators.", "image")

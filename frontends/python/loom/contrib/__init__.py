@@ -14,35 +14,11 @@ _PREFIX = "_contrib_"
 
 
 def _contrib_names():
-    return sorted(n[len(_PREFIX):] for n in _ops.all_ops() if n.startswith(_PREFIX))
+    return _ops.prefixed_names(_PREFIX)
 
 
 def _namespace(modname, source, doc):
-    m = types.ModuleType(modname, doc)
-
-    def lookup(name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        if _ops.find(_PREFIX + name) is not None:
-            fn = getattr(source, _PREFIX + name, None)
-            if fn is not None:
-                return fn
-        raise AttributeError("module '%s' has no attribute '%s' (Loom has no operator %s%s; "
-                             "contrib operators available: %s)" %
-                             (modname, name, _PREFIX, name,
-                              ", ".join(_contrib_names()) or "none"))
-
-    def listing():
-        return sorted(set(vars(m)) | set(_contrib_names()))
-
-    m.__getattr__ = lookup
-    m.__dir__ = listing
-    for n in _contrib_names():
-        fn = getattr(source, _PREFIX + n, None)
-        if fn is not None:
-            setattr(m, n, fn)
-    sys.modules[modname] = m
-    return m
+    return _ops.prefix_namespace(modname, source, _PREFIX, doc, "contrib")
 
 
 def _nd_rand_zipfian(true_classes, num_sampled, range_max, ctx=None):
