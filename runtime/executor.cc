@@ -234,7 +234,10 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     if (a.dtype() != eg_.types[e])
       throw BindError("bind: " + what + " has dtype " + dtype_name(a.dtype()) + ", expected " +
                       dtype_name(eg_.types[e]));
-    if (a.device() != dev_)
+    // Any CPU context is the one host memory (MXNet's group2ctx places nodes on cpu(0),
+    // cpu(1), ...); other devices must match exactly.
+    const bool both_cpu = a.device().type == DeviceType::kCPU && dev_.type == DeviceType::kCPU;
+    if (a.device() != dev_ && !both_cpu)
       throw BindError("bind: " + what + " is on " + a.device().str() + ", executor on " +
                       dev_.str());
   };

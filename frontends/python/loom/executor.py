@@ -54,6 +54,12 @@ class Executor:
             grads = [out_grads.get(n) for n in self._output_names]
         else:
             grads = list(out_grads)
+        # A head gradient of another dtype is converted to its output's dtype (MXNet copies
+        # it into the output-gradient buffer with a cast).
+        outs = self.outputs
+        for i, g in enumerate(grads):
+            if isinstance(g, NDArray) and i < len(outs) and g.dtype != outs[i].dtype:
+                grads[i] = g.astype(outs[i].dtype)
         self.handle.backward(grads)
 
     def copy_params_from(self, arg_params, aux_params=None, allow_extra_params=False):

@@ -54,9 +54,15 @@ DType dtype_from_py(py::handle h, DType fallback) {
 NDArray ndarray_from_py(py::handle h, Device dev, DType dtype) {
   if (py::isinstance<NDArray>(h)) {
     NDArray a = py::cast<NDArray>(h);
-    if ((dtype == DType::kUnknown || dtype == a.dtype()) && a.device() == dev) return a;
-    throw Error("expected an array of dtype " + std::string(dtype_name(dtype)) + " on " +
-                dev.str() + ", got " + dtype_name(a.dtype()) + " on " + a.device().str());
+    // Every CPU context (cpu(0), cpu(1), ... as MXNet's model-parallel group2ctx uses them)
+    // is the one host memory: a CPU array serves any CPU device.
+    const bool same_place = a.device() == dev ||
+                            (a.device().type == DeviceType::kCPU && dev.type == DeviceType::kCPU);
+    if ((dtype == DType::kUnknown || dtype == a.dtype()) && same_place) return a;
+    throw Error("expected an array " +
+                (dtype == DType::kUnknown ? std::string()
+                                          : "of dtype " + std::string(dtype_name(dtype)) + " ") +
+                "on " + dev.str() + ", got " + dtype_name(a.dtype()) + " on " + a.device().str());
   }
   if (dtype == DType::kUnknown) dtype = DType::kFloat32;
   py::array arr = py::array::ensure(py::reinterpret_borrow<py::object>(h));
