@@ -465,3 +465,31 @@ def test_rebind_for_inference_after_training(mx):
     m.forward_backward(_batch(mx, x, y))
     m.update()
     assert not np.array_equal(m.get_params()[0]["fc_weight"].asnumpy(), w)
+
+
+def test_states_on_two_contexts_split_and_merge(mx):
+    """A stateful module on [cpu(0), cpu(1)]: states come and go in MXNet's per-context
+    layout (batch slices 2 + 3), and merged outputs are new arrays the next forward leaves
+    alone. state' = tanh(state * 0.5 + data) is checked in closed form."""
+    data, state = mx.sym.var("data"), mx.sym.var("state")
+    out = mx.sym.tanh(state * 0.5 + data)
+    mod = mx.mod.Module(out, data_names=["data"], label_names=None, state_names=["state"],
+                        context=[mx.cpu(0), mx.cpu(1)])
+    mod.bind(data_shapes=[("data", (5, 4))], for_training=False)
+    mod.init_params()
+    x = np.random.RandomState(0).randn(5, 4).astype(np.float32)
+    batch = mx.io.DataBatch(data=[mx.nd.array(x)], label=[])
+    mod.set_states(value=1)
+    mod.forward(batch)
+    first = mod.get_outputs()[0]
+    split = mod.get_outputs(merge_multi_context=False)
+    assert [tuple(a.shape) for a in split[0]] == [(2, 4), (3, 4)]  # MXNet: round(2.5) = 2
+    expect1 = np.tanh(0.5 + x)
+    np.testing.assert_allclose(first.asnumpy(), expect1, rtol=1e-6)
+    mod.set_states(states=split)
+    per_ctx = mod.get_states(merge_multi_context=False)
+    assert [tuple(a.shape) for a in per_ctx[0]] == [(2, 4), (3, 4)]
+    mod.forward(batch)
+    np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), np.tanh(expect1 * 0.5 + x),
+                               rtol=1e-6)
+    np.testing.assert_allclose(first.asnumpy(), expect1, rtol=1e-6)

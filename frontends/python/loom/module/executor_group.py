@@ -328,7 +328,9 @@ class DataParallelExecutorGroup(object):
     def get_outputs(self, merge_multi_context=True, begin=0, end=None):
         outs = list(self.execs[0].outputs[begin:end])
         if merge_multi_context:
-            return outs
+            # With several contexts MXNet concatenates the per-context outputs into new
+            # arrays, which the next forward does not overwrite; so does Loom.
+            return outs if len(self.contexts) == 1 else [o.copy() for o in outs]
         return self._per_context(outs, self._output_axes()[begin:end])
 
     def get_output_shapes(self):
@@ -344,14 +346,17 @@ class DataParallelExecutorGroup(object):
 
     def get_states(self, merge_multi_context=True):
         states = [s[0] for s in self.state_arrays]
-        return states if merge_multi_context else [[s] for s in states]
+        return states if merge_multi_context else self._per_context(states, [0] * len(states))
 
     def set_states(self, states=None, value=None):
         if states is not None:
             if value is not None:
                 raise ValueError("set_states: give states or value, not both")
             for dst, src in zip(self.state_arrays, states):
-                src = src[0] if isinstance(src, (list, tuple)) else src
+                if isinstance(src, (list, tuple)):
+                    # MXNet's unmerged layout: one slice per context along the batch axis.
+                    src = src[0] if len(src) == 1 else nd.concat(
+                        *[p.as_in_context(dst[0].context) for p in src], dim=0)
                 _load(dst[0], src, "state")
         else:
             for dst in self.state_arrays:
