@@ -370,6 +370,8 @@ def test_imdecode_and_geometry():
         mx.image.imdecode(b"clearly not an image")
     with pytest.raises(mx.base.MXNetError, match="nope.jpg"):
         mx.image.imread("/nonexistent/nope.jpg")
+    with pytest.raises(mx.base.MXNetError, match="interp method -1"):
+        mx.image.imresize(a, 17, 11, interp=-1)
     r = mx.image.imresize(a, 17, 11, interp=1)
     np.testing.assert_array_equal(r.asnumpy(), cv2.resize(img[:, :, ::-1], (17, 11)))
     s = mx.image.resize_short(a, 20, interp=1)  # 40x50 -> 20x25

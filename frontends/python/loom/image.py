@@ -137,7 +137,8 @@ def _get_interp_method(interp, sizes=()):
     if interp == 10:
         return random.randint(0, 4)
     if interp not in (0, 1, 2, 3, 4):
-        raise ValueError("Unknown interp method %d" % interp)
+        raise MXNetError("Unknown interp method %d (0-4, 9 = by size change, 10 = random)"
+                         % interp)
     return interp
 
 
