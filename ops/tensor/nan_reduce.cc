@@ -1,0 +1,140 @@
+// nansum / nanprod (MXNet 1.9.1 broadcast_reduce_op_value.cc): sum and product over axes
+// treating NaN as 0 (sum) or 1 (product). Parameters as sum (axis, keepdims, exclude).
+// Gradients: nansum  dx = isnan(x) ? 0 : dy;   nanprod  dx = isnan(x) ? 0 : dy * y / x.
+// Integer dtypes have no NaN: they reduce as sum/prod (wrapping).
+#include <cmath>
+#include <optional>
+
+#include "ops/infer.h"
+#include "ops/tensor/dtype_kernels.h"
+
+namespace loom {
+namespace {
+
+struct NanReduceParam {
+  std::optional<Shape> axis;
+  bool keepdims, exclude;
+};
+const auto kNanReduceSchema =
+    ParamSchema<NanReduceParam>()
+        .optional("axis", &NanReduceParam::axis, std::optional<Shape>(),
+                  "Axes to reduce (int or tuple, negatives allowed); None or () = all.")
+        .optional("keepdims", &NanReduceParam::keepdims, false, "Keep reduced axes with size 1.")
+        .optional("exclude", &NanReduceParam::exclude, false,
+                  "Reduce over all axes except the listed ones.");
+
+std::vector<bool> nan_reduced_axes(const NanReduceParam& p, int ndim) {
+  if (!p.axis || p.axis->ndim() == 0) return std::vector<bool>(static_cast<size_t>(ndim), true);
+  std::vector<bool> listed(static_cast<size_t>(ndim), false);
+  for (int64_t ax : *p.axis) {
+    const int a = tensor::norm_axis(ax, ndim, "axis");
+    if (listed[a]) throw ShapeError("axis " + std::to_string(ax) + " is repeated");
+    listed[a] = true;
+  }
+  if (p.exclude) listed.flip();
+  return listed;
+}
+
+void infer_nan_reduce(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+  if (in[0].ndim() == 0) return;
+  const auto& p = a.param<NanReduceParam>();
+  const auto red = nan_reduced_axes(p, in[0].ndim());
+  Shape s;
+  for (int d = 0; d < in[0].ndim(); ++d) {
+    if (!red[d]) s.push_back(in[0][d]);
+    else if (p.keepdims) s.push_back(1);
+  }
+  if (s.ndim() == 0) s.push_back(1);
+  merge_shape(out[0], s, "output 0");
+}
+
+template <bool kProd>
+class NanReduceKernel final : public Kernel {
+ public:
+  explicit NanReduceKernel(const KernelArgs& a)
+      : t_(tensor::check_dtypes(a, tensor::kNumericDTypes)), what_(tensor::node_label(a)) {
+    const Shape& in = a.in_shapes[0];
+    const auto red = nan_reduced_axes(a.attrs.param<NanReduceParam>(), in.ndim());
+    Shape keep = in;
+    for (int d = 0; d < in.ndim(); ++d)
+      if (red[d]) keep[d] = 1;
+    plan_ = tensor::make_reduce_plan(in, keep);
+    back_ = tensor::make_bcast_plan(keep, in, in);
+  }
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    tensor::dispatch_numeric(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].data<T>();
+      T* y = out[0].data<T>();
+      if constexpr (is_float_v<T>) {
+        auto comb = [](double acc, T v) {
+          const double d = static_cast<double>(tensor::to_c(v));
+          if (std::isnan(d)) return acc;
+          return kProd ? acc * d : acc + d;
+        };
+        tensor::reduce_t(plan_, x, y, req[0], kProd ? 1.0 : 0.0, comb,
+                         [](double acc) { return convert_value<T>(acc); });
+      } else {
+        auto comb = [](int64_t acc, T v) {
+          return kProd ? tensor::wrap_mul<int64_t>(acc, v) : tensor::wrap_add<int64_t>(acc, v);
+        };
+        tensor::reduce_t(plan_, x, y, req[0], int64_t{kProd ? 1 : 0}, comb,
+                         [](int64_t acc) { return convert_value<T>(acc); });
+      }
+    }, what_);
+  }
+  void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray> out, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull) return;
+    tensor::dispatch_float(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      const T *g = og[0].data<T>(), *x = in[0].data<T>();
+      const T* y = kProd ? out[0].data<T>() : nullptr;
+      T* dx = ig[0].data<T>();
+      const bool add = req[0] == Req::kAdd;
+      tensor::bcast_for(back_, [=](int64_t i, int64_t o, int64_t) {
+        const C xi = tensor::to_c(x[i]);
+        C v = C(0);
+        if (!std::isnan(xi)) {
+          v = tensor::to_c(g[o]);
+          if constexpr (kProd) v = v * (tensor::to_c(y[o]) / xi);
+        }
+        dx[i] = add ? tensor::add_value<T>(dx[i], tensor::from_c<T>(v)) : tensor::from_c<T>(v);
+      });
+    }, what_);
+  }
+
+ private:
+  DType t_;
+  std::string what_;
+  tensor::ReducePlan plan_;
+  tensor::BcastPlan back_;
+};
+
+template <bool kProd>
+void nan_reduce_op(const char* name, const char* doc) {
+  OpDef& op = register_op(name);
+  op.describe(doc)
+      .params(kNanReduceSchema)
+      .shape_fn(infer_nan_reduce)
+      .deps(GradDeps{true, true, kProd})
+      .cpu<NanReduceKernel<kProd>>();
+  const std::string kind = kProd ? "positive" : "normal";
+  op.sample({.attrs = {}, .in_shapes = {{2, 3, 4}}, .in_kinds = {kind}});
+  op.sample({.attrs = {{"axis", "(0, -1)"}, {"keepdims", "True"}}, .in_shapes = {{2, 3, 4}},
+             .in_kinds = {kind}});
+  op.sample({.attrs = {{"axis", "1"}, {"exclude", "True"}}, .in_shapes = {{2, 3, 4}},
+             .in_kinds = {kind}});
+}
+
+[[maybe_unused]] const bool kRegistered = [] {
+  nan_reduce_op<false>("nansum", "Sum over the given axes, treating NaN as zero.");
+  nan_reduce_op<true>("nanprod", "Product over the given axes, treating NaN as one.");
+  return true;
+}();
+
+}  // namespace
+}  // namespace loom

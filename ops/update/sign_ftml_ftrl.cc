@@ -1,0 +1,216 @@
+// signsgd_update, signum_update, ftml_update, ftrl_update (MXNet 1.9.1
+// src/operator/optimizer_op-inl.h), float32:
+//   signsgd: w ← (1 − lr·wd)·w − lr·sign(grad)          (rescale_grad/clip_gradient unused)
+//   signum:  mom ← μ·mom − (1−μ)·wd·w − (1−μ)·clip(rescale_grad·grad);
+//            w ← (1 − lr·wd_lh)·w + lr·sign(mom)
+//   ftml:    g = clip(rescale_grad·grad + wd·w, clip_grad); v ← β2·v + (1−β2)·g²;
+//            d_t = (1 − β1^t)/lr · (sqrt(v / (1 − β2^t)) + ε);
+//            z ← β1·z + (1−β1)·g − (d_t − β1·d)·w; d ← d_t; w ← −z / d_t
+//   ftrl:    g = clip(rescale_grad·grad); z += g − (sqrt(n + g²) − sqrt(n))·w/lr; n += g²;
+//            w ← (sign(z)·λ1 − z) / ((β + sqrt(n))/lr + wd) · (|z| > λ1)
+#include <cmath>
+
+#include "ops/update/update_util.h"
+
+namespace loom {
+namespace {
+
+using update::clip;
+using update::clip_bound;
+using update::f32;
+
+inline float sgn(float v) { return static_cast<float>((v > 0.f) - (v < 0.f)); }
+
+struct SignSGDParam {
+  double lr, wd, rescale_grad, clip_gradient;
+};
+const auto kSignSGDSchema =
+    ParamSchema<SignSGDParam>()
+        .required("lr", &SignSGDParam::lr, update::kDocLr)
+        .optional("wd", &SignSGDParam::wd, 0.0, update::kDocWd)
+        .optional("rescale_grad", &SignSGDParam::rescale_grad, 1.0, update::kDocRescale)
+        .optional("clip_gradient", &SignSGDParam::clip_gradient, -1.0, update::kDocClip);
+
+class SignSGDKernel final : public update::UpdateKernel<SignSGDParam> {
+ public:
+  using UpdateKernel::UpdateKernel;
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
+    const float* w = in[0].data<float>();
+    const float* g = in[1].data<float>();
+    const float lr = f32(p_.lr), decay = 1.f - lr * f32(p_.wd);
+    update::apply(out[0].data<float>(), req[0], r,
+                  [=](int64_t i) { return decay * w[i] - lr * sgn(g[i]); });
+  }
+};
+
+struct SignumParam {
+  double lr, momentum, wd, rescale_grad, clip_gradient, wd_lh;
+};
+const auto kSignumSchema =
+    ParamSchema<SignumParam>()
+        .required("lr", &SignumParam::lr, update::kDocLr)
+        .optional("momentum", &SignumParam::momentum, 0.0, update::kDocMomentum)
+        .optional("wd", &SignumParam::wd, 0.0, update::kDocWd)
+        .optional("rescale_grad", &SignumParam::rescale_grad, 1.0, update::kDocRescale)
+        .optional("clip_gradient", &SignumParam::clip_gradient, -1.0, update::kDocClip)
+        .optional("wd_lh", &SignumParam::wd_lh, 0.0,
+                  "The amount of weight decay that does not go into gradient/momentum "
+                  "calculations otherwise do weight decay algorithmically only.");
+
+class SignumKernel final : public update::UpdateKernel<SignumParam> {
+ public:
+  using UpdateKernel::UpdateKernel;
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
+    const float* w = in[0].data<float>();
+    const float* g = in[1].data<float>();
+    float* mom = in[2].data<float>();
+    const float mu = f32(p_.momentum), lr = f32(p_.lr), wd = f32(p_.wd);
+    const float rs = f32(p_.rescale_grad), c = clip_bound(p_.clip_gradient);
+    const float decay = 1.f - lr * f32(p_.wd_lh);
+    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
+      const float m = mu * mom[i] - (1.f - mu) * wd * w[i] - (1.f - mu) * clip(rs * g[i], c);
+      mom[i] = m;
+      return decay * w[i] + lr * sgn(m);
+    });
+  }
+};
+
+struct FTMLParam {
+  double lr, beta1, beta2, epsilon, wd, rescale_grad, clip_grad;
+  int t;
+};
+const auto kFTMLSchema =
+    ParamSchema<FTMLParam>()
+        .required("lr", &FTMLParam::lr, update::kDocLr)
+        .optional("beta1", &FTMLParam::beta1, 0.6, "Generally close to 0.5.")
+        .optional("beta2", &FTMLParam::beta2, 0.999, "Generally close to 1.")
+        .optional("epsilon", &FTMLParam::epsilon, 1e-8, "Epsilon to prevent div 0.")
+        .required("t", &FTMLParam::t, "Number of update.")
+        .optional("wd", &FTMLParam::wd, 0.0, update::kDocWd)
+        .optional("rescale_grad", &FTMLParam::rescale_grad, 1.0, update::kDocRescale)
+        .optional("clip_grad", &FTMLParam::clip_grad, -1.0, update::kDocClip);
+
+class FTMLKernel final : public update::UpdateKernel<FTMLParam> {
+ public:
+  using UpdateKernel::UpdateKernel;
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
+    const float* w = in[0].data<float>();
+    const float* g = in[1].data<float>();
+    float *d = in[2].data<float>(), *v = in[3].data<float>(), *z = in[4].data<float>();
+    const float lr = f32(p_.lr), b1 = f32(p_.beta1), b2 = f32(p_.beta2), eps = f32(p_.epsilon);
+    const float t = static_cast<float>(p_.t), wd = f32(p_.wd), rs = f32(p_.rescale_grad);
+    const float c = clip_bound(p_.clip_grad);
+    const float c1 = 1.f - std::pow(b1, t), c2 = 1.f - std::pow(b2, t);
+    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
+      const float gi = clip(rs * g[i] + wd * w[i], c);
+      v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+      const float dt = c1 / lr * (std::sqrt(v[i] / c2) + eps);
+      z[i] = b1 * z[i] + (1.f - b1) * gi - (dt - b1 * d[i]) * w[i];
+      d[i] = dt;
+      return -z[i] / dt;
+    });
+  }
+};
+
+struct FtrlParam {
+  double lr, lamda1, beta, wd, rescale_grad, clip_gradient;
+};
+const auto kFtrlSchema =
+    ParamSchema<FtrlParam>()
+        .required("lr", &FtrlParam::lr, update::kDocLr)
+        .optional("lamda1", &FtrlParam::lamda1, 0.01, "The L1 regularization coefficient.")
+        .optional("beta", &FtrlParam::beta, 1.0, "Per-Coordinate Learning Rate beta.")
+        .optional("wd", &FtrlParam::wd, 0.0, update::kDocWd)
+        .optional("rescale_grad", &FtrlParam::rescale_grad, 1.0, update::kDocRescale)
+        .optional("clip_gradient", &FtrlParam::clip_gradient, -1.0, update::kDocClip);
+
+class FtrlKernel final : public update::UpdateKernel<FtrlParam> {
+ public:
+  using UpdateKernel::UpdateKernel;
+  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+           std::span<const NDArray> out, update::Range r) override {
+    const float* w = in[0].data<float>();
+    const float* g = in[1].data<float>();
+    float *z = in[2].data<float>(), *n = in[3].data<float>();
+    const float lr = f32(p_.lr), l1 = f32(p_.lamda1), beta = f32(p_.beta), wd = f32(p_.wd);
+    const float rs = f32(p_.rescale_grad), c = clip_bound(p_.clip_gradient);
+    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
+      const float gi = clip(g[i] * rs, c);
+      z[i] += gi - (std::sqrt(n[i] + gi * gi) - std::sqrt(n[i])) * w[i] / lr;
+      n[i] += gi * gi;
+      const float keep = std::fabs(z[i]) > l1 ? 1.f : 0.f;
+      return (sgn(z[i]) * l1 - z[i]) / ((beta + std::sqrt(n[i])) / lr + wd) * keep;
+    });
+  }
+};
+
+[[maybe_unused]] const bool kRegistered = [] {
+  register_op("signsgd_update")
+      .describe("SignSGD update: w = (1 - lr*wd)*w - lr*sign(grad).")
+      .params(kSignSGDSchema)
+      .inputs({"weight", "grad"})
+      .shape_fn(update::shapes_with_scalars(2))
+      .inplace_pairs({{0, 0}})
+      .zero_grad()
+      .cpu<SignSGDKernel>()
+      .sample({.attrs = {{"lr", "0.1"}, {"wd", "0.01"}}, .in_shapes = {{3, 4}, {3, 4}},
+               .check_grad = false});
+  register_op("signum_update")
+      .describe("Signum update: mom = momentum*mom - (1-momentum)*(wd*w + clip(rescale_grad*"
+                "grad)); w = (1 - lr*wd_lh)*w + lr*sign(mom). mom is updated in place.")
+      .params(kSignumSchema)
+      .inputs({"weight", "grad", "mom"})
+      .shape_fn(update::shapes_with_scalars(3))
+      .aux({2})
+      .inplace_pairs({{0, 0}})
+      .zero_grad()
+      .cpu<SignumKernel>()
+      .sample({.attrs = {{"lr", "0.1"}, {"momentum", "0.9"}, {"wd", "0.01"}, {"wd_lh", "0.1"}},
+               .in_shapes = {{3, 4}, {3, 4}, {3, 4}},
+               .check_grad = false})
+      .sample({.attrs = {{"lr", "0.05"}, {"momentum", "0.5"}, {"clip_gradient", "0.3"},
+                         {"rescale_grad", "0.5"}},
+               .in_shapes = {{5}, {5}, {5}},
+               .check_grad = false});
+  register_op("ftml_update")
+      .describe("FTML (Follow the Moving Leader) update; d, v and z are updated in place.")
+      .params(kFTMLSchema)
+      .inputs({"weight", "grad", "d", "v", "z"})
+      .shape_fn(update::shapes_with_scalars(5))
+      .aux({2, 3, 4})
+      .inplace_pairs({{0, 0}})
+      .zero_grad()
+      .cpu<FTMLKernel>()
+      .sample({.attrs = {{"lr", "0.1"}, {"t", "2"}, {"wd", "0.01"}},
+               .in_shapes = {{3, 4}, {3, 4}, {3, 4}, {3, 4}, {3, 4}},
+               .in_kinds = {"normal", "normal", "positive", "positive", "normal"},
+               .check_grad = false})
+      .sample({.attrs = {{"lr", "0.05"}, {"t", "1"}, {"clip_grad", "0.3"}, {"beta1", "0.5"}},
+               .in_shapes = {{5}, {5}, {5}, {5}, {5}},
+               .in_kinds = {"normal", "normal", "zeros", "zeros", "zeros"},
+               .check_grad = false});
+  register_op("ftrl_update")
+      .describe("FTRL (Follow the Regularized Leader) update; z and n are updated in place.")
+      .params(kFtrlSchema)
+      .inputs({"weight", "grad", "z", "n"})
+      .shape_fn(update::shapes_with_scalars(4))
+      .aux({2, 3})
+      .inplace_pairs({{0, 0}})
+      .zero_grad()
+      .cpu<FtrlKernel>()
+      .sample({.attrs = {{"lr", "0.1"}, {"wd", "0.01"}, {"lamda1", "0.2"}},
+               .in_shapes = {{3, 4}, {3, 4}, {3, 4}, {3, 4}},
+               .in_kinds = {"normal", "normal", "normal", "positive"},
+               .check_grad = false})
+      .sample({.attrs = {{"lr", "0.05"}, {"clip_gradient", "0.3"}, {"beta", "0.5"}},
+               .in_shapes = {{5}, {5}, {5}, {5}},
+               .in_kinds = {"normal", "normal", "zeros", "zeros"},
+               .check_grad = false});
+  return true;
+}();
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,231 @@
+// nansum/nanprod, the modulo ops, amp_cast/amp_multicast/all_finite, signsgd/signum/ftml/ftrl
+// updates, and the index/assign/contrib ops of the same batch: naive references for the op
+// sweep, written from MXNet 1.9.1's documented semantics, and values MXNet gives.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/param.h"
+#include "runtime/dtype_traits.h"
+#include "runtime/imperative.h"
+#include "tests/unit/op_reference.h"
+
+namespace loom::test {
+namespace {
+
+using Out = std::vector<NDArray>;
+
+std::string attr(const Attrs& d, const std::string& k, const std::string& def) {
+  return d.count(k) ? d.at(k) : def;
+}
+double num(const Attrs& d, const std::string& k, double def) {
+  return d.count(k) ? parse_float(d.at(k)) : def;
+}
+float& f(const NDArray& a, int64_t i) { return a.data<float>()[i]; }
+
+std::vector<int64_t> unravel(int64_t i, const Shape& s) {
+  std::vector<int64_t> idx(static_cast<size_t>(s.ndim()));
+  for (int d = s.ndim() - 1; d >= 0; --d) {
+    idx[static_cast<size_t>(d)] = i % s[d];
+    i /= s[d];
+  }
+  return idx;
+}
+int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
+  int64_t o = 0;
+  for (int d = 0; d < s.ndim(); ++d) o = o * s[d] + idx[static_cast<size_t>(d)];
+  return o;
+}
+
+// ---- nansum / nanprod ----
+Out nan_reduce(const RefCall& c, bool prod) {
+  const Shape& s = c.in[0].shape();
+  std::vector<bool> red(static_cast<size_t>(s.ndim()), true);
+  const std::string ax = attr(c.attrs.dict, "axis", "None");
+  if (ax != "None" && parse_shape(ax).ndim() > 0) {
+    std::fill(red.begin(), red.end(), false);
+    const Shape axes = parse_shape(ax);
+    for (int64_t a : axes.dims()) red[static_cast<size_t>(a < 0 ? a + s.ndim() : a)] = true;
+    if (parse_bool(attr(c.attrs.dict, "exclude", "False"))) red.flip();
+  }
+  Shape keep = s;
+  for (int d = 0; d < s.ndim(); ++d)
+    if (red[static_cast<size_t>(d)]) keep[d] = 1;
+  std::vector<double> acc(static_cast<size_t>(keep.numel()), prod ? 1.0 : 0.0);
+  for (int64_t i = 0; i < s.numel(); ++i) {
+    auto idx = unravel(i, s);
+    for (int d = 0; d < s.ndim(); ++d)
+      if (red[static_cast<size_t>(d)]) idx[static_cast<size_t>(d)] = 0;
+    const double v = f(c.in[0], i);
+    if (std::isnan(v)) continue;
+    double& a = acc[static_cast<size_t>(ravel(idx, keep))];
+    a = prod ? a * v : a + v;
+  }
+  NDArray y(c.out_shapes[0]);
+  for (int64_t i = 0; i < y.size(); ++i) f(y, i) = static_cast<float>(acc[static_cast<size_t>(i)]);
+  return {y};
+}
+LOOM_OP_REFERENCE("nansum", [](const RefCall& c) { return nan_reduce(c, false); });
+LOOM_OP_REFERENCE("nanprod", [](const RefCall& c) { return nan_reduce(c, true); });
+
+// ---- modulo: Python's sign rule (result has the divisor's sign), x % 0 = 0 ----
+double py_mod(double a, double b) {
+  if (b == 0) return 0;
+  const double r = std::fmod(a, b);
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+Out bcast_mod(const RefCall& c) {
+  const Shape& o = c.out_shapes[0];
+  NDArray y(o);
+  auto at = [&](const NDArray& x, const std::vector<int64_t>& idx) {
+    const Shape& s = x.shape();
+    int64_t k = 0;
+    const int off = o.ndim() - s.ndim();
+    for (int d = 0; d < s.ndim(); ++d)
+      k = k * s[d] + (s[d] == 1 ? 0 : idx[static_cast<size_t>(d + off)]);
+    return static_cast<double>(f(x, k));
+  };
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const auto idx = unravel(i, o);
+    f(y, i) = static_cast<float>(py_mod(at(c.in[0], idx), at(c.in[1], idx)));
+  }
+  return {y};
+}
+LOOM_OP_REFERENCE("_mod", bcast_mod);
+LOOM_OP_REFERENCE("broadcast_mod", bcast_mod);
+Out scalar_mod(const RefCall& c, bool rev) {
+  const double s = num(c.attrs.dict, "scalar", 1);
+  NDArray y(c.in[0].shape());
+  for (int64_t i = 0; i < y.size(); ++i)
+    f(y, i) = static_cast<float>(rev ? py_mod(s, f(c.in[0], i)) : py_mod(f(c.in[0], i), s));
+  return {y};
+}
+LOOM_OP_REFERENCE("_mod_scalar", [](const RefCall& c) { return scalar_mod(c, false); });
+LOOM_OP_REFERENCE("_rmod_scalar", [](const RefCall& c) { return scalar_mod(c, true); });
+
+TEST(OpsMisc2, ModSignRulesAsMXNet) {
+  // MXNet 1.9.1: mx.nd.array([5,-5,5,-5,3]) % mx.nd.array([3,3,-3,-3,0]) = [2,1,-1,-2,0]
+  ImperativeOp op("broadcast_mod", {}, {{5}, {5}});
+  NDArray a(Shape{5}), b(Shape{5});
+  const float av[] = {5, -5, 5, -5, 3}, bv[] = {3, 3, -3, -3, 0}, want[] = {2, 1, -1, -2, 0};
+  for (int i = 0; i < 5; ++i) f(a, i) = av[i], f(b, i) = bv[i];
+  auto y = op.forward({a, b});
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(f(y[0], i), want[i]) << i;
+  // d/db = -floor(a / b)
+  NDArray g = NDArray::full(Shape{5}, 1.f), ga(Shape{5}), gb(Shape{5});
+  op.backward({g}, {a, b}, y, {Req::kWrite, Req::kWrite}, {ga, gb});
+  const float wantb[] = {-1, 2, 2, -1};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(f(gb, i), wantb[i]) << i;
+}
+
+TEST(OpsMisc2, NansumSkipsNaN) {
+  ImperativeOp op("nansum", {{"axis", "1"}}, {{2, 3}});
+  NDArray x(Shape{2, 3});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float v[] = {1, nan, 2, nan, nan, nan};
+  for (int i = 0; i < 6; ++i) f(x, i) = v[i];
+  auto y = op.forward({x});
+  EXPECT_EQ(f(y[0], 0), 3.f);
+  EXPECT_EQ(f(y[0], 1), 0.f);
+  NDArray g = NDArray::full(Shape{2}, 2.f), gx(Shape{2, 3});
+  op.backward({g}, {x}, y, {Req::kWrite}, {gx});
+  const float want[] = {2, 0, 2, 0, 0, 0};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(f(gx, i), want[i]) << i;
+}
+
+// ---- AMP ----
+Out identity_all(const RefCall& c) {
+  Out o;
+  for (const auto& x : c.in) o.push_back(x.copy());
+  return o;
+}
+LOOM_OP_REFERENCE("amp_cast", [](const RefCall& c) {
+  Out o = identity_all(c);
+  if (attr(c.attrs.dict, "dtype", "") == "float16")
+    for (int64_t i = 0; i < o[0].size(); ++i) f(o[0], i) = static_cast<float>(half_t(f(o[0], i)));
+  return o;
+});
+LOOM_OP_REFERENCE("amp_multicast", identity_all);
+Out finite_flag(const RefCall& c) {
+  bool ok = true;
+  for (const auto& x : c.in)
+    for (int64_t i = 0; i < x.size(); ++i) ok = ok && std::isfinite(f(x, i));
+  NDArray y(Shape{1});
+  f(y, 0) = ok ? 1.f : 0.f;
+  return {y};
+}
+LOOM_OP_REFERENCE("all_finite", finite_flag);
+LOOM_OP_REFERENCE("multi_all_finite", finite_flag);
+
+TEST(OpsMisc2, AllFiniteAndAmpCastDtypes) {
+  ImperativeOp op("multi_all_finite", {{"num_arrays", "2"}}, {{2}, {3}});
+  NDArray a = NDArray::full(Shape{2}, 1.f), b = NDArray::full(Shape{3}, 2.f);
+  EXPECT_EQ(f(op.forward({a, b})[0], 0), 1.f);
+  f(b, 1) = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(f(op.forward({a, b})[0], 0), 0.f);
+  ImperativeOp cast("amp_cast", {{"dtype", "float16"}}, {{3}}, {DType::kFloat64});
+  EXPECT_EQ(cast.out_types()[0], DType::kFloat64);  // only float32/float16 are cast
+  ImperativeOp mc("amp_multicast", {{"num_outputs", "2"}}, {{3}, {3}},
+                  {DType::kFloat16, DType::kFloat32});
+  EXPECT_EQ(mc.out_types()[0], DType::kFloat32);
+  EXPECT_EQ(mc.out_types()[1], DType::kFloat32);
+}
+
+// ---- updates (float32 arithmetic in MXNet; double here, within the sweep's tolerance) ----
+double sgnd(double v) { return (v > 0) - (v < 0); }
+double clipd(double v, double c) { return c >= 0 ? std::min(std::max(v, -c), c) : v; }
+LOOM_OP_REFERENCE("signsgd_update", [](const RefCall& c) {
+  const auto& d = c.attrs.dict;
+  const double lr = num(d, "lr", 0), wd = num(d, "wd", 0);
+  NDArray y(c.in[0].shape());
+  for (int64_t i = 0; i < y.size(); ++i)
+    f(y, i) = static_cast<float>((1 - lr * wd) * f(c.in[0], i) - lr * sgnd(f(c.in[1], i)));
+  return Out{y};
+});
+LOOM_OP_REFERENCE("signum_update", [](const RefCall& c) {
+  const auto& d = c.attrs.dict;
+  const double lr = num(d, "lr", 0), mu = num(d, "momentum", 0), wd = num(d, "wd", 0),
+               rs = num(d, "rescale_grad", 1), cg = num(d, "clip_gradient", -1),
+               wdlh = num(d, "wd_lh", 0);
+  NDArray y(c.in[0].shape());
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const double w = f(c.in[0], i);
+    const double m = mu * f(c.in[2], i) - (1 - mu) * wd * w - (1 - mu) * clipd(rs * f(c.in[1], i), cg);
+    f(y, i) = static_cast<float>((1 - lr * wdlh) * w + lr * sgnd(m));
+  }
+  return Out{y};
+});
+LOOM_OP_REFERENCE("ftml_update", [](const RefCall& c) {
+  const auto& d = c.attrs.dict;
+  const double lr = num(d, "lr", 0), b1 = num(d, "beta1", 0.6), b2 = num(d, "beta2", 0.999),
+               eps = num(d, "epsilon", 1e-8), t = num(d, "t", 1), wd = num(d, "wd", 0),
+               rs = num(d, "rescale_grad", 1), cg = num(d, "clip_grad", -1);
+  NDArray y(c.in[0].shape());
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const double w = f(c.in[0], i), g = clipd(rs * f(c.in[1], i) + wd * w, cg);
+    const double v = b2 * f(c.in[3], i) + (1 - b2) * g * g;
+    const double dt = (1 - std::pow(b1, t)) / lr * (std::sqrt(v / (1 - std::pow(b2, t))) + eps);
+    const double z = b1 * f(c.in[4], i) + (1 - b1) * g - (dt - b1 * f(c.in[2], i)) * w;
+    f(y, i) = static_cast<float>(-z / dt);
+  }
+  return Out{y};
+});
+LOOM_OP_REFERENCE("ftrl_update", [](const RefCall& c) {
+  const auto& d = c.attrs.dict;
+  const double lr = num(d, "lr", 0), l1 = num(d, "lamda1", 0.01), beta = num(d, "beta", 1),
+               wd = num(d, "wd", 0), rs = num(d, "rescale_grad", 1),
+               cg = num(d, "clip_gradient", -1);
+  NDArray y(c.in[0].shape());
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const double w = f(c.in[0], i), g = clipd(rs * f(c.in[1], i), cg), n0 = f(c.in[3], i);
+    const double z = f(c.in[2], i) + g - (std::sqrt(n0 + g * g) - std::sqrt(n0)) * w / lr;
+    const double n = n0 + g * g;
+    f(y, i) = static_cast<float>(std::fabs(z) > l1 ? (sgnd(z) * l1 - z) / ((beta + std::sqrt(n)) / lr + wd) : 0.0);
+  }
+  return Out{y};
+});
+
+}  // namespace
+}  // namespace loom::test
