@@ -313,11 +313,58 @@ class GRUCell(BaseRNNCell):
         return next_h, [next_h]
 
 
+@init.register
+class FusedRNN(init.Initializer):
+    """Initialises a FusedRNNCell's flat parameter vector piece by piece (MXNet's
+    ``init.FusedRNN``): each weight and bias with ``init`` (or the global initializer),
+    LSTM forget-gate biases with ``forget_bias``."""
+
+    def __init__(self, init=None, num_hidden=None, num_layers=1, mode="lstm",
+                 bidirectional=False, forget_bias=1.0):
+        if isinstance(init, str):
+            init = _init_module.create(init)
+        kw = dict(num_hidden=num_hidden, num_layers=num_layers, mode=mode,
+                  bidirectional=bidirectional, forget_bias=forget_bias)
+        if init is not None:
+            # init.create(name, **kwargs) cannot take a kwarg named "init" yet, so the JSON
+            # form carries it only when set.
+            kw["init"] = init.dumps()
+        super(FusedRNN, self).__init__(**kw)
+        self._init = init
+        self._num_hidden = num_hidden
+        self._num_layers = num_layers
+        self._mode = mode
+        self._bidirectional = bidirectional
+        self._forget_bias = forget_bias
+
+    def _init_weight(self, desc, arr):
+        cell = FusedRNNCell(self._num_hidden, self._num_layers, self._mode, self._bidirectional,
+                            forget_bias=self._forget_bias, prefix="")
+        args = cell.unpack_weights({"parameters": arr})
+        global_init = getattr(desc, "global_init", None)
+        for name in args:
+            piece = init.InitDesc(name, global_init=global_init)
+            if self._mode == "lstm" and name.endswith("_f_bias"):
+                args[name][:] = self._forget_bias
+            elif self._init is not None:
+                self._init(piece, args[name])
+            elif global_init is not None:
+                global_init(piece, args[name])
+            else:
+                raise ValueError("FusedRNN initializer of %s: no initializer for %s (give "
+                                 "init= or initialise through a global initializer)"
+                                 % (desc, name))
+        arr[:] = cell.pack_weights(args)["parameters"]
+
+
+_init_module = init
+
+
 class FusedRNNCell(BaseRNNCell):
     """MXNet's cuDNN-style fused RNN: all layers' weights in one flat ``<prefix>parameters``
-    vector. Loom has no fused ``RNN`` operator, so ``unroll`` raises; ``unfuse()`` gives the
-    equivalent stack of cells and ``unpack_weights``/``pack_weights`` convert between the
-    flat vector and the per-cell, per-gate names."""
+    vector, unrolled as one ``RNN`` operator. ``unfuse()`` gives the equivalent stack of
+    cells and ``unpack_weights``/``pack_weights`` convert between the flat vector and the
+    per-cell, per-gate names."""
 
     def __init__(self, num_hidden, num_layers=1, mode="lstm", bidirectional=False,
                  dropout=0., get_next_state=False, forget_bias=1.0, prefix=None, params=None):
@@ -332,11 +379,9 @@ class FusedRNNCell(BaseRNNCell):
         self._get_next_state = get_next_state
         self._forget_bias = forget_bias
         self._directions = ["l", "r"] if bidirectional else ["l"]
-        kw = {}
-        if hasattr(init, "FusedRNN"):
-            kw["init"] = init.FusedRNN(None, num_hidden, num_layers, mode, bidirectional,
-                                       forget_bias)
-        self._parameter = self.params.get("parameters", **kw)
+        self._parameter = self.params.get(
+            "parameters", init=FusedRNN(None, num_hidden, num_layers, mode, bidirectional,
+                                        forget_bias))
 
     @property
     def state_info(self):
@@ -402,9 +447,38 @@ class FusedRNNCell(BaseRNNCell):
         raise NotImplementedError("FusedRNNCell cannot be stepped. Please use unroll")
 
     def unroll(self, length, inputs, begin_state=None, layout="NTC", merge_outputs=None):
-        raise LoomError("FusedRNNCell.unroll needs MXNet's fused 'RNN' operator, which Loom "
-                        "does not implement; use cell.unfuse() (the equivalent stack of "
-                        "RNNCell/LSTMCell/GRUCell, same weights via unpack_weights) instead")
+        """One ``RNN`` node named ``<prefix>rnn`` over the whole sequence (time-major inside:
+        NTC data is swapped to TNC and the outputs back). The states are outputs of the
+        node when ``get_next_state``, otherwise ``[]``."""
+        self.reset()
+        inputs, axis = _normalize_sequence(length, inputs, layout, True)
+        if axis == 1:
+            inputs = symbol.swapaxes(inputs, dim1=0, dim2=1)
+        elif axis != 0:
+            raise ValueError("FusedRNNCell.unroll: unsupported layout %r (use NTC or TNC)"
+                             % layout)
+        if begin_state is None:
+            begin_state = self.begin_state()
+        states = {"state": begin_state[0]}
+        if self._mode == "lstm":
+            states["state_cell"] = begin_state[1]
+        rnn = symbol.RNN(data=inputs, parameters=self._parameter,
+                         state_size=self._num_hidden, num_layers=self._num_layers,
+                         bidirectional=self._bidirectional, p=self._dropout,
+                         state_outputs=self._get_next_state, mode=self._mode,
+                         name=self._prefix + "rnn", **states)
+        if not self._get_next_state:
+            outputs, states = rnn, []
+        else:
+            n = 2 if self._mode == "lstm" else 1
+            states = [rnn[1 + k] for k in range(n)]
+            for st in states:
+                st._set_attrs(__layout__="LNC")
+            outputs = rnn[0]
+        if axis == 1:
+            outputs = symbol.swapaxes(outputs, dim1=0, dim2=1)
+        outputs, _ = _normalize_sequence(length, outputs, layout, merge_outputs)
+        return outputs, states
 
     def unfuse(self):
         """The equivalent SequentialRNNCell of per-layer cells (bidirectional layers as
