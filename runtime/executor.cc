@@ -11,6 +11,7 @@
 
 #include "graph/infer.h"
 #include "graph/layout_plan.h"
+#include "ops/dtype_policy.h"
 #include "runtime/imperative.h"
 
 namespace loom {
@@ -382,6 +383,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     std::vector<DType> it_, ot;
     for (auto e : n.in) is.push_back(eg_.shapes[e]), it_.push_back(eg_.types[e]);
     for (auto e : n.out) os.push_back(eg_.shapes[e]), ot.push_back(eg_.types[e]);
+    check_dtype_policy(*n.attrs, dev_, it_, ot);
     KernelArgs ka{*n.attrs, is, os, it_, ot, dev_, &node_layouts[i]};
     kernels.push_back(it->second(ka));
     kernel_of[i] = kernels.back().get();

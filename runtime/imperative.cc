@@ -1,5 +1,6 @@
 #include "runtime/imperative.h"
 
+#include "ops/dtype_policy.h"
 #include "ops/infer.h"
 
 namespace loom {
@@ -35,6 +36,7 @@ ImperativeOp::ImperativeOp(const std::string& op, Attrs attrs, std::vector<Shape
   auto it = def.kernels.find(dev.type);
   if (it == def.kernels.end())
     throw Error("op " + def.name + " has no kernel for " + dev.str());
+  check_dtype_policy(attrs_, dev, in_types_, out_types_);
   KernelArgs args{attrs_, in_shapes_, out_shapes_, in_types_, out_types_, dev};
   kernel_ = it->second(args);
   if (size_t ws = kernel_->workspace_bytes())

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/dtype_policy.h"
 #include "ops/elemwise_math.h"
 #include "ops/op.h"
 
@@ -16,12 +17,13 @@ inline const std::vector<std::string>& normalization_choices() {
   return c;
 }
 
-/// Loss kernels are CPU float32 only; throws Error naming the op otherwise.
+/// Loss kernels are CPU float32 only; throws DTypePolicyError naming the op otherwise.
 inline void require_float32(const KernelArgs& a) {
   auto check = [&](DType t, const std::string& what) {
     if (t != DType::kFloat32)
-      throw Error("node '" + a.attrs.name + "' (op " + a.attrs.op->name + "): " + what +
-                  " has dtype " + dtype_name(t) + "; only float32 is implemented");
+      throw DTypePolicyError("node '" + a.attrs.name + "' (op " + a.attrs.op->name + "): " +
+                             what + " has dtype " + dtype_name(t) +
+                             "; the CPU kernel takes float32 only");
   };
   for (size_t i = 0; i < a.in_types.size(); ++i) check(a.in_types[i], "input " + std::to_string(i));
   for (size_t i = 0; i < a.out_types.size(); ++i)

@@ -1,6 +1,7 @@
 // Activation: element-wise relu / sigmoid / tanh / softrelu / softsign (spec 6.5), using the
 // shared functors of ops/elemwise_math.h so a CUDA twin computes the same arithmetic.
 #include "ops/elemwise_math.h"
+#include "ops/nn/nn_dtype.h"
 #include "ops/nn/nn_util.h"
 
 namespace loom {
@@ -20,73 +21,88 @@ bool grad_from_output(const std::string& t) { return t == "relu" || t == "sigmoi
 
 // One loop per req keeps the body branch-free so it vectorises even when the output
 // aliases an input (in-place forward, backward writing dx over dy).
-template <class F>
-void act_forward(const float* x, float* y, int64_t n, bool add) {
+// float16 computes in float (compute_t) and rounds once per element.
+template <class F, class T>
+void act_forward(const T* x, T* y, int64_t n, bool add) {
+  using C = compute_t<T>;
   if (add) {
 #pragma omp parallel for simd if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) y[i] += F::f(x[i]);
+    for (int64_t i = 0; i < n; ++i) y[i] = T(C(y[i]) + F::f(C(x[i])));
   } else {
 #pragma omp parallel for simd if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) y[i] = F::f(x[i]);
+    for (int64_t i = 0; i < n; ++i) y[i] = T(F::f(C(x[i])));
   }
 }
 
 // `v` is the input or the output, whichever grad_from_output says the op keeps.
-template <class F>
-void act_backward(const float* g, const float* v, float* dx, int64_t n, bool add) {
+template <class F, class T>
+void act_backward(const T* g, const T* v, T* dx, int64_t n, bool add) {
+  using C = compute_t<T>;
   if (add) {
 #pragma omp parallel for simd if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) dx[i] += g[i] * F::d(v[i], v[i]);
+    for (int64_t i = 0; i < n; ++i) dx[i] = T(C(dx[i]) + C(g[i]) * F::d(C(v[i]), C(v[i])));
   } else {
 #pragma omp parallel for simd if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) dx[i] = g[i] * F::d(v[i], v[i]);
+    for (int64_t i = 0; i < n; ++i) dx[i] = T(C(g[i]) * F::d(C(v[i]), C(v[i])));
   }
 }
 
 class ActKernel final : public Kernel {
  public:
-  explicit ActKernel(const KernelArgs& a) : type_(a.attrs.param<ActParam>().act_type) {}
+  explicit ActKernel(const KernelArgs& a)
+      : type_(a.attrs.param<ActParam>().act_type), dtype_(a.in_types[0]),
+        what_("node '" + a.attrs.name + "' (op Activation)") {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float* x = in[0].data<float>();
-    float* y = out[0].data<float>();
-    int64_t n = in[0].size();
-    bool add = nn::is_add(req[0]);
-    if (type_ == "relu")
-      act_forward<math::Relu>(x, y, n, add);
-    else if (type_ == "sigmoid")
-      act_forward<math::Sigmoid>(x, y, n, add);
-    else if (type_ == "tanh")
-      act_forward<math::Tanh>(x, y, n, add);
-    else if (type_ == "softrelu")
-      act_forward<math::SoftRelu>(x, y, n, add);
-    else
-      act_forward<math::SoftSign>(x, y, n, add);
+    nn::dispatch_floats(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].data<T>();
+      T* y = out[0].data<T>();
+      int64_t n = in[0].size();
+      bool add = nn::is_add(req[0]);
+      if (type_ == "relu")
+        act_forward<math::Relu>(x, y, n, add);
+      else if (type_ == "sigmoid")
+        act_forward<math::Sigmoid>(x, y, n, add);
+      else if (type_ == "tanh")
+        act_forward<math::Tanh>(x, y, n, add);
+      else if (type_ == "softrelu")
+        act_forward<math::SoftRelu>(x, y, n, add);
+      else
+        act_forward<math::SoftSign>(x, y, n, add);
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray> out, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    const float* g = og[0].data<float>();
-    float* dx = ig[0].data<float>();
-    int64_t n = ig[0].size();
-    bool add = nn::is_add(req[0]);
-    if (type_ == "relu")
-      act_backward<math::Relu>(g, out[0].data<float>(), dx, n, add);
-    else if (type_ == "sigmoid")
-      act_backward<math::Sigmoid>(g, out[0].data<float>(), dx, n, add);
-    else if (type_ == "tanh")
-      act_backward<math::Tanh>(g, out[0].data<float>(), dx, n, add);
-    else if (type_ == "softrelu")
-      act_backward<math::SoftRelu>(g, in[0].data<float>(), dx, n, add);
-    else
-      act_backward<math::SoftSign>(g, in[0].data<float>(), dx, n, add);
+    nn::dispatch_floats(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* g = og[0].data<T>();
+      T* dx = ig[0].data<T>();
+      int64_t n = ig[0].size();
+      bool add = nn::is_add(req[0]);
+      if (type_ == "relu")
+        act_backward<math::Relu>(g, out[0].data<T>(), dx, n, add);
+      else if (type_ == "sigmoid")
+        act_backward<math::Sigmoid>(g, out[0].data<T>(), dx, n, add);
+      else if (type_ == "tanh")
+        act_backward<math::Tanh>(g, out[0].data<T>(), dx, n, add);
+      else if (type_ == "softrelu")
+        act_backward<math::SoftRelu>(g, in[0].data<T>(), dx, n, add);
+      else
+        act_backward<math::SoftSign>(g, in[0].data<T>(), dx, n, add);
+    }, what_);
   }
 
  private:
   std::string type_;
+  DType dtype_;
+  std::string what_;
 };
+
+LOOM_CPU_DTYPES("Activation", kDTypePolicyFloats);
 
 LOOM_REGISTER_OP("Activation")
     .describe("Applies an element-wise activation function.")

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/nn/nn_util.h"
 
@@ -306,6 +307,9 @@ LayoutRule bn_layout_rule(const OpAttrs& a, const std::vector<Shape>& in) {
                       {LayoutSlot::kOutGrad, 0}}},
                     false};
 }
+
+// float32 only: oneDNN/naive float kernels; MXNet's CPU tests of BatchNorm use float32.
+LOOM_CPU_DTYPES("BatchNorm", kDTypePolicyF32);
 
 LOOM_REGISTER_OP("BatchNorm")
     .describe("Batch normalisation with moving statistics as auxiliary states.")

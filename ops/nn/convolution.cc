@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/nn/dnnl_layer.h"
 
@@ -274,6 +275,9 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   dnnl::memory::dims strides_, dilates_, pad_, wdims_;
   std::string desc_;
 };
+
+// float32 only: oneDNN/naive float kernels; MXNet's CPU tests of Convolution use float32.
+LOOM_CPU_DTYPES("Convolution", kDTypePolicyF32);
 
 LOOM_REGISTER_OP("Convolution")
     .describe("Computes N-D convolution on (N, C, ...) input with (F, C/G, k...) weights.")

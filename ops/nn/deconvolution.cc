@@ -2,6 +2,7 @@
 // primitives (spec 6.3). Weights are MXNet's (C, F/G, k...); no_bias defaults to True.
 #include <optional>
 
+#include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/nn/deconv_layer.h"
 
@@ -152,6 +153,9 @@ class DeconvKernel final : public nn::WeightedLayerKernel {
   }
 
 };
+
+// float32 only: oneDNN/naive float kernels; MXNet's CPU tests of Deconvolution use float32.
+LOOM_CPU_DTYPES("Deconvolution", kDTypePolicyF32);
 
 LOOM_REGISTER_OP("Deconvolution")
     .describe("Transposed convolution of (N, C, ...) input with (C, F/G, k...) weights.")

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "ops/infer.h"
+#include "ops/nn/nn_dtype.h"
 #include "ops/nn/nn_util.h"
 #include "runtime/cpu/dnnl_util.h"
 
@@ -171,6 +172,91 @@ class FCKernel final : public Kernel {
   Product fwd_[2], bwd_data_[2], bwd_weights_[2];
 };
 
+// float64 and float16 (oneDNN's matmul has no f64, and MXNet's CPU float16 FC computes in
+// float): plain loops over (rows, hidden), accumulating in compute_t<T>.
+class FCLoopKernel final : public Kernel {
+ public:
+  explicit FCLoopKernel(const KernelArgs& a)
+      : p_(a.attrs.param<FCParam>()), dtype_(a.in_types[0]),
+        what_("node '" + a.attrs.name + "' (op FullyConnected)") {
+    k_ = a.in_shapes[1][1];
+    m_ = k_ ? a.in_shapes[0].numel() / k_ : 0;
+    o_ = p_.num_hidden;
+  }
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull) return;
+    nn::dispatch_floats(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      const T *x = in[0].cdata<T>(), *w = in[1].cdata<T>();
+      const T* b = p_.no_bias ? nullptr : in[2].cdata<T>();
+      T* y = out[0].data<T>();
+      const bool add = nn::is_add(req[0]);
+#pragma omp parallel for if (m_ * o_ * k_ > 65536)
+      for (int64_t r = 0; r < m_; ++r)
+        for (int64_t j = 0; j < o_; ++j) {
+          C acc = b ? nn::ld(b, j) : C(0);
+          for (int64_t q = 0; q < k_; ++q) acc += nn::ld(x, r * k_ + q) * nn::ld(w, j * k_ + q);
+          nn::st(y, r * o_ + j, acc, add);
+        }
+    }, what_);
+  }
+  void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    nn::dispatch_floats(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      const T *dy = og[0].cdata<T>(), *x = in[0].cdata<T>(), *w = in[1].cdata<T>();
+      if (req[0] != Req::kNull) {  // dx = dy · w
+        T* dx = ig[0].data<T>();
+        const bool add = nn::is_add(req[0]);
+#pragma omp parallel for if (m_ * o_ * k_ > 65536)
+        for (int64_t r = 0; r < m_; ++r)
+          for (int64_t q = 0; q < k_; ++q) {
+            C acc = 0;
+            for (int64_t j = 0; j < o_; ++j) acc += nn::ld(dy, r * o_ + j) * nn::ld(w, j * k_ + q);
+            nn::st(dx, r * k_ + q, acc, add);
+          }
+      }
+      if (req[1] != Req::kNull) {  // dw = dyᵀ · x
+        T* dw = ig[1].data<T>();
+        const bool add = nn::is_add(req[1]);
+#pragma omp parallel for if (m_ * o_ * k_ > 65536)
+        for (int64_t j = 0; j < o_; ++j)
+          for (int64_t q = 0; q < k_; ++q) {
+            C acc = 0;
+            for (int64_t r = 0; r < m_; ++r) acc += nn::ld(dy, r * o_ + j) * nn::ld(x, r * k_ + q);
+            nn::st(dw, j * k_ + q, acc, add);
+          }
+      }
+      if (!p_.no_bias && req[2] != Req::kNull) {
+        T* db = ig[2].data<T>();
+        const bool add = nn::is_add(req[2]);
+        for (int64_t j = 0; j < o_; ++j) {
+          C acc = 0;
+          for (int64_t r = 0; r < m_; ++r) acc += nn::ld(dy, r * o_ + j);
+          nn::st(db, j, acc, add);
+        }
+      }
+    }, what_);
+  }
+
+ private:
+  FCParam p_;
+  DType dtype_;
+  std::string what_;
+  int64_t m_ = 0, k_ = 0, o_ = 0;
+};
+
+std::unique_ptr<Kernel> make_fc(const KernelArgs& a) {
+  if (a.in_types[0] == DType::kFloat32) return std::make_unique<FCKernel>(a);
+  return std::make_unique<FCLoopKernel>(a);
+}
+
+LOOM_CPU_DTYPES("FullyConnected", kDTypePolicyFloats);
+
 LOOM_REGISTER_OP("FullyConnected")
     .describe("Applies a linear transformation: y = x·Wᵀ + b.")
     .params(kFCSchema)
@@ -180,7 +266,7 @@ LOOM_REGISTER_OP("FullyConnected")
     })
     .shape_fn(fc_infer_shape)
     .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = false})
-    .cpu<FCKernel>()
+    .kernel(DeviceType::kCPU, make_fc)
     .sample({.attrs = {{"num_hidden", "4"}}, .in_shapes = {{2, 3, 5}, {4, 15}, {4}}})
     .sample({.attrs = {{"num_hidden", "3"}, {"no_bias", "True"}, {"flatten", "False"}},
              .in_shapes = {{2, 3, 4}, {3, 4}}});

@@ -43,6 +43,8 @@ std::unique_ptr<Kernel> make_group_norm(const KernelArgs& a) {
   return std::make_unique<nn::GroupAffineNormKernel>(a, l);
 }
 
+LOOM_CPU_DTYPES("GroupNorm", kDTypePolicyFloats);
+
 LOOM_REGISTER_OP("GroupNorm")
     .describe("Group normalisation over groups of channels, with per-group scale and shift.")
     .params(kGroupNormSchema)

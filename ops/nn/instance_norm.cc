@@ -29,6 +29,8 @@ std::unique_ptr<Kernel> make_instance_norm(const KernelArgs& a) {
   return std::make_unique<nn::GroupAffineNormKernel>(a, l);
 }
 
+LOOM_CPU_DTYPES("InstanceNorm", kDTypePolicyFloats);
+
 LOOM_REGISTER_OP("InstanceNorm")
     .describe("Instance normalisation: per sample and channel over spatial positions.")
     .params(kInstanceNormSchema)

@@ -41,6 +41,8 @@ std::unique_ptr<Kernel> make_layer_norm(const KernelArgs& a) {
   return std::make_unique<nn::GroupAffineNormKernel>(a, l);
 }
 
+LOOM_CPU_DTYPES("LayerNorm", kDTypePolicyFloats);
+
 LOOM_REGISTER_OP("LayerNorm")
     .describe("Layer normalisation along one axis with a learned scale and shift.")
     .params(kLayerNormSchema)

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "ops/infer.h"
+#include "ops/nn/nn_dtype.h"
 #include "ops/nn/nn_util.h"
 
 namespace loom {
@@ -34,10 +35,6 @@ Act act_from_name(const std::string& n) {
   return Act::kGelu;
 }
 
-constexpr float kSeluAlpha = 1.6732632423543772f;
-constexpr float kSeluLambda = 1.0507009873554805f;
-constexpr float kInvSqrt2 = 0.70710678118654752f;
-constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
 void leaky_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
   const auto& p = a.param<LeakyParam>();
@@ -53,14 +50,16 @@ void leaky_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Sha
                      in[1].str());
 }
 
+// Every dtype of the policy computes in compute_t<T> (float for float16, as MXNet does).
 class LeakyKernel final : public Kernel {
  public:
   explicit LeakyKernel(const KernelArgs& a)
-      : p_(a.attrs.param<LeakyParam>()), act_(act_from_name(p_.act_type)) {
+      : p_(a.attrs.param<LeakyParam>()), act_(act_from_name(p_.act_type)), dtype_(a.in_types[0]),
+        what_("node '" + a.attrs.name + "' (op LeakyReLU)") {
     const Shape& s = a.in_shapes[0];
     n_ = s.numel();
     if (p_.act_type == "prelu") {
-      if (s.ndim() < 2) throw ShapeError("LeakyReLU prelu needs at least 2-d data");
+      if (s.ndim() < 2) throw ShapeError(what_ + ": prelu needs at least 2-d data");
       channels_ = s[1];
       inner_ = n_ / (s[0] * s[1]);
       shared_gamma_ = a.in_shapes[1].numel() == 1;
@@ -69,100 +68,135 @@ class LeakyKernel final : public Kernel {
 
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const float* x = in[0].data<float>();
-    float* y = out[0].data<float>();
-    bool add = nn::is_add(req[0]);
-    const Act t = act_;
-    if (t == Act::kRrelu) {  // the mask output holds every element's slope
-      float* mask = out[1].data<float>();
-      if (ctx.is_train) {
-        std::mt19937_64 local(0);
-        std::uniform_real_distribution<float> u(p_.lower_bound, p_.upper_bound);
-        auto& rng = ctx.rng ? *ctx.rng : local;
-        for (int64_t i = 0; i < n_; ++i) mask[i] = u(rng);
-      } else {
-        std::fill(mask, mask + n_, (p_.lower_bound + p_.upper_bound) / 2);
-      }
-      if (req[0] == Req::kNull) return;
-      for (int64_t i = 0; i < n_; ++i) nn::store(y, i, x[i] > 0 ? x[i] : mask[i] * x[i], add);
-      return;
-    }
-    if (req[0] == Req::kNull) return;
-    const float* gamma = t == Act::kPrelu ? in[1].data<float>() : nullptr;
-    const float s = p_.slope;
-#pragma omp parallel for if (n_ > 65536)
-    for (int64_t i = 0; i < n_; ++i) {
-      float v = x[i], r;
-      if (t == Act::kLeaky)
-        r = v > 0 ? v : s * v;
-      else if (t == Act::kPrelu)
-        r = v > 0 ? v : gamma[gamma_index(i)] * v;
-      else if (t == Act::kElu)
-        r = v > 0 ? v : s * std::expm1(v);
-      else if (t == Act::kSelu)
-        r = kSeluLambda * (v > 0 ? v : kSeluAlpha * std::expm1(v));
-      else
-        r = 0.5f * v * (1.f + std::erf(v * kInvSqrt2));
-      nn::store(y, i, r, add);
-    }
+    nn::dispatch_floats(dtype_, [&](auto tag) {
+      forward_t<typename decltype(tag)::type>(ctx, in, req, out);
+    }, what_);
   }
 
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray> out, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    const float* g = og[0].data<float>();
-    const float* x = in[0].data<float>();
-    const Act t = act_;
-    if (t == Act::kPrelu && req[1] != Req::kNull) prelu_gamma_grad(g, x, ig[1], req[1]);
-    if (req[0] == Req::kNull) return;
-    float* dx = ig[0].data<float>();
-    bool add = nn::is_add(req[0]);
-    const float* gamma = t == Act::kPrelu ? in[1].data<float>() : nullptr;
-    const float* mask = t == Act::kRrelu ? out[1].data<float>() : nullptr;
-    const float s = p_.slope;
-#pragma omp parallel for if (n_ > 65536)
-    for (int64_t i = 0; i < n_; ++i) {
-      float v = x[i], d;
-      if (t == Act::kLeaky)
-        d = v > 0 ? 1.f : s;
-      else if (t == Act::kPrelu)
-        d = v > 0 ? 1.f : gamma[gamma_index(i)];
-      else if (t == Act::kRrelu)
-        d = v > 0 ? 1.f : mask[i];
-      else if (t == Act::kElu)
-        d = v > 0 ? 1.f : s * std::exp(v);
-      else if (t == Act::kSelu)
-        d = kSeluLambda * (v > 0 ? 1.f : kSeluAlpha * std::exp(v));
-      else
-        d = 0.5f * (1.f + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v);
-      nn::store(dx, i, g[i] * d, add);
-    }
+    nn::dispatch_floats(dtype_, [&](auto tag) {
+      backward_t<typename decltype(tag)::type>(og, in, out, req, ig);
+    }, what_);
   }
 
  private:
+  template <class T>
+  void forward_t(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+                 std::span<const NDArray> out) {
+    using C = compute_t<T>;
+    const T* x = in[0].data<T>();
+    T* y = out[0].data<T>();
+    bool add = nn::is_add(req[0]);
+    const Act t = act_;
+    if (t == Act::kRrelu) {  // the mask output holds every element's slope
+      T* mask = out[1].data<T>();
+      if (ctx.is_train) {
+        std::mt19937_64 local(0);
+        std::uniform_real_distribution<float> u(p_.lower_bound, p_.upper_bound);
+        auto& rng = ctx.rng ? *ctx.rng : local;
+        for (int64_t i = 0; i < n_; ++i) mask[i] = T(static_cast<C>(u(rng)));
+      } else {
+        std::fill(mask, mask + n_, T(static_cast<C>((p_.lower_bound + p_.upper_bound) / 2)));
+      }
+      if (req[0] == Req::kNull) return;
+      for (int64_t i = 0; i < n_; ++i) {
+        C v = nn::ld(x, i);
+        nn::st(y, i, v > 0 ? v : nn::ld(mask, i) * v, add);
+      }
+      return;
+    }
+    if (req[0] == Req::kNull) return;
+    const T* gamma = t == Act::kPrelu ? in[1].data<T>() : nullptr;
+    const C s = p_.slope;
+    const C alpha = static_cast<C>(1.6732632423543772), lambda = static_cast<C>(1.0507009873554805);
+    const C inv_sqrt2 = static_cast<C>(0.70710678118654752);
+#pragma omp parallel for if (n_ > 65536)
+    for (int64_t i = 0; i < n_; ++i) {
+      C v = nn::ld(x, i), r;
+      if (t == Act::kLeaky)
+        r = v > 0 ? v : s * v;
+      else if (t == Act::kPrelu)
+        r = v > 0 ? v : nn::ld(gamma, gamma_index(i)) * v;
+      else if (t == Act::kElu)
+        r = v > 0 ? v : s * std::expm1(v);
+      else if (t == Act::kSelu)
+        r = lambda * (v > 0 ? v : alpha * std::expm1(v));
+      else
+        r = C(0.5) * v * (C(1) + std::erf(v * inv_sqrt2));
+      nn::st(y, i, r, add);
+    }
+  }
+
+  template <class T>
+  void backward_t(std::span<const NDArray> og, std::span<const NDArray> in,
+                  std::span<const NDArray> out, std::span<const Req> req,
+                  std::span<const NDArray> ig) {
+    using C = compute_t<T>;
+    const T* g = og[0].data<T>();
+    const T* x = in[0].data<T>();
+    const Act t = act_;
+    if (t == Act::kPrelu && req[1] != Req::kNull) prelu_gamma_grad(g, x, ig[1], req[1]);
+    if (req[0] == Req::kNull) return;
+    T* dx = ig[0].data<T>();
+    bool add = nn::is_add(req[0]);
+    const T* gamma = t == Act::kPrelu ? in[1].data<T>() : nullptr;
+    const T* mask = t == Act::kRrelu ? out[1].data<T>() : nullptr;
+    const C s = p_.slope;
+    const C alpha = static_cast<C>(1.6732632423543772), lambda = static_cast<C>(1.0507009873554805);
+    const C inv_sqrt2 = static_cast<C>(0.70710678118654752);
+    const C inv_sqrt2pi = static_cast<C>(0.39894228040143268);
+#pragma omp parallel for if (n_ > 65536)
+    for (int64_t i = 0; i < n_; ++i) {
+      C v = nn::ld(x, i), d;
+      if (t == Act::kLeaky)
+        d = v > 0 ? C(1) : s;
+      else if (t == Act::kPrelu)
+        d = v > 0 ? C(1) : nn::ld(gamma, gamma_index(i));
+      else if (t == Act::kRrelu)
+        d = v > 0 ? C(1) : nn::ld(mask, i);
+      else if (t == Act::kElu)
+        d = v > 0 ? C(1) : s * std::exp(v);
+      else if (t == Act::kSelu)
+        d = lambda * (v > 0 ? C(1) : alpha * std::exp(v));
+      else
+        d = C(0.5) * (C(1) + std::erf(v * inv_sqrt2)) + v * inv_sqrt2pi * std::exp(C(-0.5) * v * v);
+      nn::st(dx, i, nn::ld(g, i) * d, add);
+    }
+  }
+
   int64_t gamma_index(int64_t i) const { return shared_gamma_ ? 0 : (i / inner_) % channels_; }
   // dγ_c = Σ over channel c of g·x where x ≤ 0.
-  void prelu_gamma_grad(const float* g, const float* x, const NDArray& dgamma, Req req) const {
+  template <class T>
+  void prelu_gamma_grad(const T* g, const T* x, const NDArray& dgamma, Req req) const {
     std::vector<double> acc(static_cast<size_t>(channels_), 0.0);
     for (int64_t i = 0; i < n_; ++i)
-      if (x[i] <= 0) acc[static_cast<size_t>((i / inner_) % channels_)] += g[i] * x[i];
-    float* dg = dgamma.data<float>();
+      if (nn::ld(x, i) <= 0)
+        acc[static_cast<size_t>((i / inner_) % channels_)] +=
+            static_cast<double>(nn::ld(g, i)) * static_cast<double>(nn::ld(x, i));
+    T* dg = dgamma.data<T>();
     bool add = nn::is_add(req);
+    using C = compute_t<T>;
     if (shared_gamma_) {
       double total = 0;
       for (double v : acc) total += v;
-      nn::store(dg, 0, static_cast<float>(total), add);
+      nn::st(dg, 0, static_cast<C>(total), add);
       return;
     }
     for (int64_t c = 0; c < channels_; ++c)
-      nn::store(dg, c, static_cast<float>(acc[static_cast<size_t>(c)]), add);
+      nn::st(dg, c, static_cast<C>(acc[static_cast<size_t>(c)]), add);
   }
 
   LeakyParam p_;
   Act act_;
+  DType dtype_;
+  std::string what_;
   int64_t n_ = 0, channels_ = 1, inner_ = 1;
   bool shared_gamma_ = false;
 };
+
+LOOM_CPU_DTYPES("LeakyReLU", kDTypePolicyFloats);
 
 LOOM_REGISTER_OP("LeakyReLU")
     .describe("Leaky rectified linear units and relatives (prelu, rrelu, elu, selu, gelu).")

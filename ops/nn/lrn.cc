@@ -3,6 +3,7 @@
 // The hidden output tmp_norm keeps n for backward.
 #include <cmath>
 
+#include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/nn/nn_util.h"
 
@@ -99,6 +100,9 @@ class LRNKernel final : public Kernel {
   LRNParam p_;
   int64_t n_ = 1, c_ = 1, inner_ = 1;
 };
+
+// float32 only: oneDNN/naive float kernels; MXNet's CPU tests of LRN use float32.
+LOOM_CPU_DTYPES("LRN", kDTypePolicyF32);
 
 LOOM_REGISTER_OP("LRN")
     .describe("Local response normalisation across channels.")

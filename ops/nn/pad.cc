@@ -3,7 +3,8 @@
 // mirror image without repeating the edge (reflect). The gradient adds each output's
 // gradient into the input element it copies (several, at edges and reflections).
 #include "ops/infer.h"
-#include "ops/tensor/tensor_util.h"
+#include "ops/nn/nn_dtype.h"
+#include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
@@ -44,8 +45,8 @@ Shape pad_shape_of(const OpAttrs& a, const Shape& s) {
 class PadKernel final : public Kernel {
  public:
   explicit PadKernel(const KernelArgs& a)
-      : value_(static_cast<float>(a.attrs.param<PadParam>().constant_value)), out_(a.out_shapes[0]) {
-    tensor::check_f32(a);
+      : value_(a.attrs.param<PadParam>().constant_value), out_(a.out_shapes[0]),
+        dtype_(a.in_types[0]), what_(tensor::node_label(a)) {
     const auto& p = a.attrs.param<PadParam>();
     const Shape& s = a.in_shapes[0];
     stride_.assign(static_cast<size_t>(s.ndim()), 1);
@@ -66,24 +67,42 @@ class PadKernel final : public Kernel {
       src_.push_back(std::move(m));
     }
   }
+  // A copy: exact in every numeric dtype (the fill converts like a cast).
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float* x = in[0].cdata<float>();
-    tensor::write(out[0].data<float>(), req[0], out_.numel(), [&](int64_t o) {
-      int64_t k = source(o);
-      return k < 0 ? value_ : x[k];
-    });
+    tensor::dispatch_numeric(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = in[0].cdata<T>();
+      T* y = out[0].data<T>();
+      const T fill = convert_value<T>(value_);
+      const bool add = req[0] == Req::kAdd;
+      tensor::for_each(out_.numel(), [&](int64_t o) {
+        int64_t k = source(o);
+        T v = k < 0 ? fill : x[k];
+        if constexpr (is_float_v<T>)
+          y[o] = add ? T(compute_t<T>(y[o]) + compute_t<T>(v)) : v;
+        else
+          y[o] = add ? static_cast<T>(y[o] + v) : v;
+      });
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    if (req[0] != Req::kAdd) tensor::fill_req(ig[0], req[0], 0.f);
-    const float* g = og[0].cdata<float>();
-    float* dx = ig[0].data<float>();
-    for (int64_t o = 0; o < out_.numel(); ++o)
-      if (int64_t k = source(o); k >= 0) dx[k] += g[o];
+    tensor::dispatch_float(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      // Accumulate in the compute type, then store once (float16 rounds once per element).
+      std::vector<C> acc(static_cast<size_t>(ig[0].size()), C(0));
+      const T* g = og[0].cdata<T>();
+      for (int64_t o = 0; o < out_.numel(); ++o)
+        if (int64_t k = source(o); k >= 0) acc[static_cast<size_t>(k)] += nn::ld(g, o);
+      T* dx = ig[0].data<T>();
+      const bool add = req[0] == Req::kAdd;
+      for (int64_t k = 0; k < ig[0].size(); ++k) nn::st(dx, k, acc[static_cast<size_t>(k)], add);
+    }, what_);
   }
 
  private:
@@ -97,11 +116,16 @@ class PadKernel final : public Kernel {
     }
     return k;
   }
-  float value_;
+  double value_;
   Shape out_;
+  DType dtype_;
+  std::string what_;
   std::vector<int64_t> stride_;
   std::vector<std::vector<int64_t>> src_;
 };
+
+LOOM_CPU_DTYPES("Pad", {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kUint8,
+                        DType::kInt8, DType::kInt32, DType::kInt64});
 
 LOOM_REGISTER_OP("Pad")
     .describe("Pads the spatial axes of a 4-D or 5-D array.")

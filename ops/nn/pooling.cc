@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <optional>
 
+#include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/nn/nn_util.h"
 #include "runtime/cpu/dnnl_util.h"
@@ -331,6 +332,9 @@ class PoolKernel final : public Kernel {
   dnnl::memory::desc src_md_, dst_md_;
   std::optional<dnnl::primitive> dnnl_fwd_;
 };
+
+// float32 only: oneDNN/naive float kernels; MXNet's CPU tests of Pooling use float32.
+LOOM_CPU_DTYPES("Pooling", kDTypePolicyF32);
 
 LOOM_REGISTER_OP("Pooling")
     .describe("Max, average or sum pooling over the spatial dimensions of (N, C, ...) input.")

@@ -36,25 +36,36 @@ class SoftmaxKernel final : public Kernel {
   explicit SoftmaxKernel(const KernelArgs& a)
       : view_(a.in_shapes[0], nn::normalize_axis(a.attrs.param<SoftmaxParam>().axis,
                                                  a.in_shapes[0].ndim(), a.attrs.op->name.c_str())),
-        t_(static_cast<float>(a.attrs.param<SoftmaxParam>().temperature.value_or(1.0))) {}
+        t_(static_cast<float>(a.attrs.param<SoftmaxParam>().temperature.value_or(1.0))),
+        dtype_(a.in_types[0]), what_("node '" + a.attrs.name + "' (op " + a.attrs.op->name + ")") {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    nn::softmax_forward(in[0].data<float>(), out[0].data<float>(), view_, t_, kLog,
-                        nn::is_add(req[0]));
+    nn::dispatch_floats(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      nn::softmax_forward(in[0].data<T>(), out[0].data<T>(), view_, t_, kLog, nn::is_add(req[0]));
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray> out, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    nn::softmax_backward(og[0].data<float>(), out[0].data<float>(), ig[0].data<float>(), view_, t_,
-                         kLog, nn::is_add(req[0]));
+    nn::dispatch_floats(dtype_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      nn::softmax_backward(og[0].data<T>(), out[0].data<T>(), ig[0].data<T>(), view_, t_, kLog,
+                           nn::is_add(req[0]));
+    }, what_);
   }
 
  private:
   nn::SoftmaxView view_;
   float t_;
+  DType dtype_;
+  std::string what_;
 };
+
+LOOM_CPU_DTYPES("softmax", kDTypePolicyFloats);
+LOOM_CPU_DTYPES("log_softmax", kDTypePolicyFloats);
 
 constexpr GradDeps kSoftmaxDeps{.out_grad = true, .in_data = false, .out_data = true};
 

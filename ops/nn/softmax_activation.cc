@@ -4,6 +4,7 @@
 // sample, for >2-d data it is a softmax over the last axis (checked against MXNet 1.9.1 by
 // tests/conformance). MXNet's backward applies the channel-mode formula in both modes, which
 // is not the gradient of its instance forward for >2-d data; Loom differentiates its forward.
+#include "ops/dtype_policy.h"
 #include "ops/nn/softmax_common.h"
 
 namespace loom {
@@ -48,6 +49,9 @@ class SoftmaxActKernel final : public Kernel {
  private:
   nn::SoftmaxView view_;
 };
+
+// float32 only: oneDNN/naive float kernels; MXNet's CPU tests of SoftmaxActivation use float32.
+LOOM_CPU_DTYPES("SoftmaxActivation", kDTypePolicyF32);
 
 LOOM_REGISTER_OP("SoftmaxActivation")
     .describe("Softmax over each instance's features or over channels (deprecated).")

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/nn/nn_dtype.h"
 #include "ops/nn/nn_util.h"
 
 namespace loom::nn {
@@ -25,33 +26,37 @@ struct SoftmaxView {
   }
 };
 
-/// y = softmax(x / t) (or its log when `log`) along the middle axis of `v`.
-inline void softmax_forward(const float* x, float* y, const SoftmaxView& v, float t, bool log,
-                            bool add) {
-  const float inv_t = 1.f / t;
+/// y = softmax(x / t) (or its log when `log`) along the middle axis of `v`; T is float,
+/// double or half_t (computed in float, sums in double).
+template <class T>
+void softmax_forward(const T* x, T* y, const SoftmaxView& v, float t, bool log, bool add) {
+  using C = compute_t<T>;
+  const C inv_t = C(1) / static_cast<C>(t);
 #pragma omp parallel for collapse(2) if (v.outer * v.inner > 256)
   for (int64_t o = 0; o < v.outer; ++o)
     for (int64_t j = 0; j < v.inner; ++j) {
-      const float* xp = x + o * v.n * v.inner + j;
-      float* yp = y + o * v.n * v.inner + j;
-      float mx = xp[0];
-      for (int64_t i = 1; i < v.n; ++i) mx = std::max(mx, xp[i * v.inner]);
+      const T* xp = x + o * v.n * v.inner + j;
+      T* yp = y + o * v.n * v.inner + j;
+      C mx = ld(xp, 0);
+      for (int64_t i = 1; i < v.n; ++i) mx = std::max(mx, ld(xp, i * v.inner));
       double sum = 0;
-      for (int64_t i = 0; i < v.n; ++i) sum += std::exp((xp[i * v.inner] - mx) * inv_t);
-      const float lse = static_cast<float>(std::log(sum));
-      const float inv_sum = static_cast<float>(1.0 / sum);
+      for (int64_t i = 0; i < v.n; ++i) sum += std::exp((ld(xp, i * v.inner) - mx) * inv_t);
+      const C lse = static_cast<C>(std::log(sum));
+      const C inv_sum = static_cast<C>(1.0 / sum);
       for (int64_t i = 0; i < v.n; ++i) {
-        float z = (xp[i * v.inner] - mx) * inv_t;
-        store(yp, i * v.inner, log ? z - lse : std::exp(z) * inv_sum, add);
+        C z = (ld(xp, i * v.inner) - mx) * inv_t;
+        st(yp, i * v.inner, log ? z - lse : std::exp(z) * inv_sum, add);
       }
     }
 }
 
 /// dx from the head gradient g and the forward output y:
 /// softmax: y ⊙ (g − Σ g⊙y) / t; log_softmax: (g − e^y Σ g) / t.
-inline void softmax_backward(const float* g, const float* y, float* dx, const SoftmaxView& v,
-                             float t, bool log, bool add) {
-  const float inv_t = 1.f / t;
+template <class T>
+void softmax_backward(const T* g, const T* y, T* dx, const SoftmaxView& v, float t, bool log,
+                      bool add) {
+  using C = compute_t<T>;
+  const C inv_t = C(1) / static_cast<C>(t);
 #pragma omp parallel for collapse(2) if (v.outer * v.inner > 256)
   for (int64_t o = 0; o < v.outer; ++o)
     for (int64_t j = 0; j < v.inner; ++j) {
@@ -59,13 +64,13 @@ inline void softmax_backward(const float* g, const float* y, float* dx, const So
       double dot = 0;
       for (int64_t i = 0; i < v.n; ++i) {
         int64_t k = base + i * v.inner;
-        dot += log ? g[k] : g[k] * y[k];
+        dot += log ? ld(g, k) : ld(g, k) * ld(y, k);
       }
-      const float d = static_cast<float>(dot);
+      const C d = static_cast<C>(dot);
       for (int64_t i = 0; i < v.n; ++i) {
         int64_t k = base + i * v.inner;
-        float r = log ? g[k] - std::exp(y[k]) * d : y[k] * (g[k] - d);
-        store(dx, k, r * inv_t, add);
+        C r = log ? ld(g, k) - std::exp(ld(y, k)) * d : ld(y, k) * (ld(g, k) - d);
+        st(dx, k, r * inv_t, add);
       }
     }
 }

@@ -4,6 +4,7 @@
 // Deconvolution with a (C, 1, k, k) weight input, k = 2*scale - scale % 2.
 #include <optional>
 
+#include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/nn/deconv_layer.h"
 #include "ops/tensor/tensor_util.h"
@@ -215,6 +216,9 @@ class BilinearKernel final : public Kernel {
  private:
   std::optional<nn::DnnlWeightedLayer> layer_;
 };
+
+// float32 only (bilinear runs the Deconvolution layer, nearest a float loop).
+LOOM_CPU_DTYPES("UpSampling", kDTypePolicyF32);
 
 LOOM_REGISTER_OP("UpSampling")
     .describe("Upsamples NCHW input by nearest neighbour or bilinear (deconvolution) filtering.")

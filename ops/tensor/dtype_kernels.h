@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/dtype_policy.h"
 #include "ops/elemwise_math.h"
 #include "ops/tensor/tensor_util.h"
 #include "runtime/dtype_traits.h"
@@ -35,7 +36,8 @@ inline std::string node_label(const KernelArgs& a) {
 }
 
 /// The one dtype every input and output of the node has; throws Error naming the node, op
-/// and dtypes when they differ or the dtype is not in `allowed` (a set of dtype_bit).
+/// and dtypes when they differ, DTypePolicyError (listing the allowed ones) when the dtype
+/// is not in `allowed` (a set of dtype_bit).
 inline DType check_dtypes(const KernelArgs& a, unsigned allowed) {
   DType t = !a.in_types.empty() ? a.in_types[0] : a.out_types[0];
   auto bad = [&](const std::vector<DType>& ts, const char* what) {
@@ -47,8 +49,14 @@ inline DType check_dtypes(const KernelArgs& a, unsigned allowed) {
   };
   bad(a.in_types, "input");
   bad(a.out_types, "output");
-  if (!(allowed & dtype_bit(t)))
-    throw Error(node_label(a) + ": dtype " + dtype_name(t) + " is not supported by the CPU kernel");
+  if (!(allowed & dtype_bit(t))) {
+    std::string ok;
+    for (int b = 0; b < 8; ++b)
+      if (allowed & (1u << b))
+        ok += (ok.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(b)));
+    throw DTypePolicyError(node_label(a) + ": dtype " + dtype_name(t) +
+                           " is not supported by the CPU kernel; it takes " + ok);
+  }
   return t;
 }
 
