@@ -1,0 +1,96 @@
+"""Conformance cases for the vision operators: ROIPooling, _contrib_ROIAlign, GridGenerator,
+BilinearSampler, SpatialTransformer, Correlation, _contrib_AdaptiveAvgPooling2D,
+_contrib_BilinearResize2D, im2col, col2im (MXNet 1.9.1)."""
+from cases import case, V, sym_op  # noqa: F401
+
+
+def _rois(mx):
+    # rows [batch index, x1, y1, x2, y2]: an integer batch index and box corners.
+    return mx.sym.concat(mx.sym.var("bidx"), mx.sym.var("box"), dim=1)
+
+
+_roi_init = {"bidx": ("int", 0, 2), "box": ("uniform", 0.0, 7.0)}
+for i, kw in enumerate([dict(pooled_size=(2, 2), spatial_scale=1.0),
+                        dict(pooled_size=(3, 2), spatial_scale=0.5)]):
+    case("ROIPooling%d" % i,
+         lambda mx, kw=kw: mx.sym.ROIPooling(V(mx), _rois(mx), name="roipool", **kw),
+         {"data": (2, 3, 8, 8), "bidx": (4, 1), "box": (4, 4)}, ["ROIPooling"],
+         init=_roi_init, no_grad=["bidx", "box"])
+def _rois_wh(mx):
+    # [batch index, x1, y1, x1 + w, y1 + h]: boxes of positive size (needed by aligned=True).
+    xy = mx.sym.var("xy")
+    return mx.sym.concat(mx.sym.var("bidx"), xy, xy + mx.sym.var("wh"), dim=1)
+
+
+for i, kw in enumerate([dict(pooled_size=(2, 2), spatial_scale=1.0),
+                        dict(pooled_size=(3, 2), spatial_scale=0.5, sample_ratio=2),
+                        dict(pooled_size=(2, 2), spatial_scale=1.0, sample_ratio=2,
+                             position_sensitive=True),
+                        dict(pooled_size=(2, 2), spatial_scale=1.0, aligned=True)]):
+    case("ROIAlign%d" % i,
+         lambda mx, kw=kw: mx.sym.contrib.ROIAlign(V(mx), _rois_wh(mx), name="roialign",
+                                                          **kw),
+         {"data": (2, 8, 8, 8), "bidx": (4, 1), "xy": (4, 2), "wh": (4, 2)},
+         ["_contrib_ROIAlign"],
+         init={"bidx": ("int", 0, 2), "xy": ("uniform", -1.0, 6.0), "wh": ("uniform", 0.5, 4.0)},
+         no_grad=["bidx", "xy", "wh"], tol=(1e-4, 1e-4))
+
+case("GridGenerator_affine",
+     lambda mx: mx.sym.GridGenerator(V(mx), transform_type="affine", target_shape=(4, 5),
+                                     name="grid"),
+     {"data": (2, 6)}, ["GridGenerator"])
+case("GridGenerator_warp",
+     lambda mx: mx.sym.GridGenerator(V(mx), transform_type="warp", name="grid"),
+     {"data": (2, 2, 4, 5)}, ["GridGenerator"])
+case("BilinearSampler0",
+     lambda mx: mx.sym.BilinearSampler(V(mx), mx.sym.var("grid"), name="sampler"),
+     {"data": (2, 3, 5, 6), "grid": (2, 2, 4, 4)}, ["BilinearSampler"],
+     init={"grid": ("uniform", -1.1, 1.1)}, tol=(1e-4, 1e-4))
+case("SpatialTransformer0",
+     lambda mx: mx.sym.SpatialTransformer(V(mx), mx.sym.var("loc"), target_shape=(4, 5),
+                                          transform_type="affine", sampler_type="bilinear",
+                                          name="stn"),
+     {"data": (2, 3, 6, 7), "loc": (2, 6)}, ["SpatialTransformer"],
+     init={"loc": ("uniform", -0.8, 0.8)}, tol=(1e-4, 1e-4), add_ref="write2",
+     note="MXNet 1.9.1 SpatialTransformer req=add overwrites: its CPU backward zeroes the data "
+          "gradient and assigns the loc gradient whatever the request")
+
+for i, kw in enumerate([dict(kernel_size=1, max_displacement=2, pad_size=2),
+                        dict(kernel_size=3, max_displacement=1, stride1=2, pad_size=2,
+                             is_multiply=False),
+                        dict(kernel_size=1, max_displacement=2, stride2=2, pad_size=2)]):
+    case("Correlation%d" % i,
+         lambda mx, kw=kw: mx.sym.Correlation(mx.sym.var("data1"), mx.sym.var("data2"),
+                                              name="corr", **kw),
+         {"data1": (2, 2, 6, 5), "data2": (2, 2, 6, 5)}, ["Correlation"], tol=(1e-4, 1e-4))
+
+for i, kw in enumerate([dict(output_size=(3, 2)), dict(output_size=4), dict()]):
+    case("AdaptiveAvgPooling2D%d" % i,
+         lambda mx, kw=kw: mx.sym.contrib.AdaptiveAvgPooling2D(V(mx), name="aap", **kw),
+         {"data": (2, 3, 7, 6)}, ["_contrib_AdaptiveAvgPooling2D"])
+
+for i, kw in enumerate([dict(height=7, width=9), dict(height=3, width=4, align_corners=False),
+                        dict(scale_height=2.0, scale_width=0.5), dict(mode="to_odd_up"),
+                        dict(mode="odd_scale", scale_height=2.0, scale_width=2.0)]):
+    case("BilinearResize2D%d" % i,
+         lambda mx, kw=kw: mx.sym.contrib.BilinearResize2D(V(mx), name="resize", **kw),
+         {"data": (2, 2, 4, 5)}, ["_contrib_BilinearResize2D"], tol=(1e-4, 1e-4))
+case("BilinearResize2D_like",
+     lambda mx: mx.sym.contrib.BilinearResize2D(V(mx), mx.sym.var("like"), mode="like",
+                                                         name="resize"),
+     {"data": (2, 2, 4, 5), "like": (2, 1, 6, 3)}, ["_contrib_BilinearResize2D"], tol=(1e-4, 1e-4),
+     add_ref="write2",
+     note="MXNet 1.9.1 BilinearResize2D mode=like req=add overwrites the like input's (zero) "
+          "gradient instead of leaving it")
+
+for i, kw in enumerate([dict(kernel=(2, 3)),
+                        dict(kernel=(3, 3), stride=(2, 2), dilate=(1, 2), pad=(1, 1))]):
+    case("im2col%d" % i, lambda mx, kw=kw: mx.sym.im2col(V(mx), name="im2col", **kw),
+         {"data": (2, 2, 6, 7)}, ["im2col"])
+case("col2im0",
+     lambda mx: mx.sym.col2im(V(mx), output_size=(6, 7), kernel=(3, 3), stride=(2, 2),
+                              dilate=(1, 2), pad=(1, 1), name="col2im"),
+     {"data": (2, 18, 9)}, ["col2im"])
+case("col2im1",
+     lambda mx: mx.sym.col2im(V(mx), output_size=(4, 5), kernel=(2, 2), name="col2im"),
+     {"data": (1, 8, 12)}, ["col2im"])

@@ -1,0 +1,399 @@
+// Vision operators (ROIPooling, ROIAlign, GridGenerator, BilinearSampler,
+// SpatialTransformer, Correlation, AdaptiveAvgPooling2D, BilinearResize2D, im2col, col2im):
+// naive references for the op sweep (written from the definitions, one output element at a
+// time) and hand-checked values, including MXNet 1.9.1's outputs.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+
+#include "runtime/imperative.h"
+#include "tests/unit/op_reference.h"
+
+namespace loom::test {
+namespace {
+
+std::string attr(const Attrs& d, const std::string& k, const std::string& def) {
+  return d.count(k) ? d.at(k) : def;
+}
+NDArray from(const Shape& s, const std::vector<float>& v) {
+  NDArray a(s);
+  for (size_t i = 0; i < v.size(); ++i) a.data<float>()[i] = v[i];
+  return a;
+}
+std::vector<float> values(const NDArray& a) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < a.size(); ++i) v.push_back(static_cast<float>(a.at(i)));
+  return v;
+}
+void expect_near(const NDArray& a, const std::vector<float>& v, double tol = 1e-4) {
+  ASSERT_EQ(a.size(), static_cast<int64_t>(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(a.at(static_cast<int64_t>(i)), v[i], tol) << i;
+}
+// x[n, c, h, w] of a 4-D array.
+double at4(const NDArray& x, int64_t n, int64_t c, int64_t h, int64_t w) {
+  const Shape& s = x.shape();
+  return x.at(((n * s[1] + c) * s[2] + h) * s[3] + w);
+}
+
+// ---------------------------------------------------------------- ROIPooling
+std::vector<NDArray> ref_roipool(const RefCall& c) {
+  const NDArray &x = c.in[0], &r = c.in[1];
+  const Shape& s = x.shape();
+  const Shape ps = parse_shape(c.attrs.dict.at("pooled_size"));
+  const double sc = parse_float(c.attrs.dict.at("spatial_scale"));
+  NDArray y(c.out_shapes[0]);
+  int64_t o = 0;
+  for (int64_t n = 0; n < r.shape()[0]; ++n)
+    for (int64_t ch = 0; ch < s[1]; ++ch)
+      for (int64_t ph = 0; ph < ps[0]; ++ph)
+        for (int64_t pw = 0; pw < ps[1]; ++pw, ++o) {
+          const int64_t b = static_cast<int64_t>(r.at(n * 5));
+          auto rd = [&](int k) { return std::lround(static_cast<float>(r.at(n * 5 + k)) * static_cast<float>(sc)); };
+          const int64_t x1 = rd(1), y1 = rd(2), x2 = rd(3), y2 = rd(4);
+          const double bh = std::max<int64_t>(y2 - y1 + 1, 1) / double(ps[0]);
+          const double bw = std::max<int64_t>(x2 - x1 + 1, 1) / double(ps[1]);
+          auto cl = [](int64_t v, int64_t hi) { return std::min(std::max<int64_t>(v, 0), hi); };
+          const int64_t hs = cl(static_cast<int64_t>(std::floor(ph * bh)) + y1, s[2]);
+          const int64_t he = cl(static_cast<int64_t>(std::ceil((ph + 1) * bh)) + y1, s[2]);
+          const int64_t ws = cl(static_cast<int64_t>(std::floor(pw * bw)) + x1, s[3]);
+          const int64_t we = cl(static_cast<int64_t>(std::ceil((pw + 1) * bw)) + x1, s[3]);
+          double m = 0;
+          if (b >= 0 && b < s[0] && he > hs && we > ws) {
+            m = -DBL_MAX;
+            for (int64_t h = hs; h < he; ++h)
+              for (int64_t w = ws; w < we; ++w) m = std::max(m, at4(x, b, ch, h, w));
+          }
+          y.data<float>()[o] = static_cast<float>(m);
+        }
+  return {y};
+}
+LOOM_OP_REFERENCE("ROIPooling", ref_roipool);
+
+// ---------------------------------------------------------------- ROIAlign
+double bilinear_roialign(const NDArray& x, int64_t n, int64_t c, double y, double xx) {
+  const int64_t H = x.shape()[2], W = x.shape()[3];
+  if (y < -1.0 || y > H || xx < -1.0 || xx > W) return 0;
+  y = std::max(y, 0.0), xx = std::max(xx, 0.0);
+  int64_t yl = static_cast<int64_t>(y), xl = static_cast<int64_t>(xx);
+  int64_t yh = yl + 1, xh = xl + 1;
+  if (yl >= H - 1) yl = yh = H - 1, y = static_cast<double>(yl);
+  if (xl >= W - 1) xl = xh = W - 1, xx = static_cast<double>(xl);
+  const double ly = y - yl, lx = xx - xl;
+  return (1 - ly) * (1 - lx) * at4(x, n, c, yl, xl) + (1 - ly) * lx * at4(x, n, c, yl, xh) +
+         ly * (1 - lx) * at4(x, n, c, yh, xl) + ly * lx * at4(x, n, c, yh, xh);
+}
+std::vector<NDArray> ref_roialign(const RefCall& c) {
+  const NDArray &x = c.in[0], &r = c.in[1];
+  const Shape& o = c.out_shapes[0];
+  const double sc = parse_float(c.attrs.dict.at("spatial_scale"));
+  const int64_t ratio = parse_int(attr(c.attrs.dict, "sample_ratio", "-1"));
+  const bool ps = parse_bool(attr(c.attrs.dict, "position_sensitive", "False"));
+  const bool al = parse_bool(attr(c.attrs.dict, "aligned", "False"));
+  NDArray y = NDArray::zeros(o);
+  for (int64_t n = 0; n < o[0]; ++n) {
+    const int64_t b = static_cast<int64_t>(r.at(n * 5));
+    if (b < 0 || b >= x.shape()[0]) continue;
+    const double off = al ? 0.5 : 0;
+    const double sw = r.at(n * 5 + 1) * sc - off, sh = r.at(n * 5 + 2) * sc - off;
+    double rw = r.at(n * 5 + 3) * sc - off - sw, rh = r.at(n * 5 + 4) * sc - off - sh;
+    if (!al) rw = std::max(rw, 1.0), rh = std::max(rh, 1.0);
+    const double bh = rh / o[2], bw = rw / o[3];
+    const int64_t gh = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rh / o[2]));
+    const int64_t gw = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rw / o[3]));
+    for (int64_t ch = 0; ch < o[1]; ++ch)
+      for (int64_t ph = 0; ph < o[2]; ++ph)
+        for (int64_t pw = 0; pw < o[3]; ++pw) {
+          const int64_t cu = ps ? (ch * o[2] + ph) * o[3] + pw : ch;
+          double s = 0;
+          for (int64_t iy = 0; iy < gh; ++iy)
+            for (int64_t ix = 0; ix < gw; ++ix)
+              s += bilinear_roialign(x, b, cu, sh + ph * bh + (iy + .5) * bh / gh,
+                                     sw + pw * bw + (ix + .5) * bw / gw);
+          y.data<float>()[((n * o[1] + ch) * o[2] + ph) * o[3] + pw] =
+              static_cast<float>(s / double(gh * gw));
+        }
+  }
+  return {y};
+}
+LOOM_OP_REFERENCE("_contrib_ROIAlign", ref_roialign);
+
+// ---------------------------------------------------------------- grids and sampling
+// Normalised source grid (N, 2, H, W) of an affine matrix (N, 6).
+NDArray affine_grid(const NDArray& theta, int64_t H, int64_t W) {
+  const int64_t N = theta.shape()[0];
+  NDArray g({N, 2, H, W});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t w = 0; w < W; ++w) {
+        const double xt = -1 + w * 2.0 / (W - 1), yt = -1 + h * 2.0 / (H - 1);
+        for (int k = 0; k < 2; ++k)
+          g.data<float>()[((n * 2 + k) * H + h) * W + w] =
+              static_cast<float>(theta.at(n * 6 + k * 3) * xt + theta.at(n * 6 + k * 3 + 1) * yt +
+                                 theta.at(n * 6 + k * 3 + 2));
+      }
+  return g;
+}
+// Bilinear sampling of x (N, C, H, W) at grid (N, 2, OH, OW), zero outside.
+NDArray sample(const NDArray& x, const NDArray& g) {
+  const Shape &s = x.shape(), &gs = g.shape();
+  NDArray y({s[0], s[1], gs[2], gs[3]});
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c)
+      for (int64_t h = 0; h < gs[2]; ++h)
+        for (int64_t w = 0; w < gs[3]; ++w) {
+          const double xs = (at4(g, n, 0, h, w) + 1) * (s[3] - 1) / 2;
+          const double ys = (at4(g, n, 1, h, w) + 1) * (s[2] - 1) / 2;
+          const double x0 = std::floor(xs), y0 = std::floor(ys);
+          double v = 0;
+          for (int dy = 0; dy < 2; ++dy)
+            for (int dx = 0; dx < 2; ++dx) {
+              const int64_t yy = static_cast<int64_t>(y0) + dy, xx = static_cast<int64_t>(x0) + dx;
+              if (yy < 0 || yy >= s[2] || xx < 0 || xx >= s[3]) continue;
+              v += (1 - std::fabs(ys - yy)) * (1 - std::fabs(xs - xx)) * at4(x, n, c, yy, xx);
+            }
+          y.data<float>()[((n * s[1] + c) * gs[2] + h) * gs[3] + w] = static_cast<float>(v);
+        }
+  return y;
+}
+
+std::vector<NDArray> ref_gridgen(const RefCall& c) {
+  const NDArray& x = c.in[0];
+  if (c.attrs.dict.at("transform_type") == "affine") {
+    const Shape t = parse_shape(c.attrs.dict.at("target_shape"));
+    return {affine_grid(x, t[0], t[1])};
+  }
+  const Shape& s = x.shape();
+  NDArray y(s);
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t k = 0; k < 2; ++k)
+      for (int64_t h = 0; h < s[2]; ++h)
+        for (int64_t w = 0; w < s[3]; ++w) {
+          const int64_t i = ((n * 2 + k) * s[2] + h) * s[3] + w;
+          const double base = k == 0 ? w : h, half = ((k == 0 ? s[3] : s[2]) - 1) / 2.0;
+          y.data<float>()[i] = static_cast<float>((x.at(i) + base) / half - 1);
+        }
+  return {y};
+}
+LOOM_OP_REFERENCE("GridGenerator", ref_gridgen);
+LOOM_OP_REFERENCE("BilinearSampler", [](const RefCall& c) {
+  return std::vector<NDArray>{sample(c.in[0], c.in[1])};
+});
+LOOM_OP_REFERENCE("SpatialTransformer", [](const RefCall& c) {
+  const Shape t = parse_shape(c.attrs.dict.at("target_shape"));
+  return std::vector<NDArray>{sample(c.in[0], affine_grid(c.in[1], t[0], t[1]))};
+});
+
+// ---------------------------------------------------------------- Correlation
+std::vector<NDArray> ref_corr(const RefCall& c) {
+  const NDArray &a = c.in[0], &b = c.in[1];
+  const Shape& s = a.shape();
+  auto p = [&](const char* k, const char* d) { return parse_int(attr(c.attrs.dict, k, d)); };
+  const int64_t K = p("kernel_size", "1"), md = p("max_displacement", "1"), s1 = p("stride1", "1"),
+                s2 = p("stride2", "1"), pad = p("pad_size", "0");
+  const bool mul = parse_bool(attr(c.attrs.dict, "is_multiply", "True"));
+  const Shape& o = c.out_shapes[0];
+  const int64_t R = md / s2, D = 2 * R + 1;
+  auto padded = [&](const NDArray& x, int64_t n, int64_t ch, int64_t h, int64_t w) {
+    h -= pad, w -= pad;
+    return h < 0 || h >= s[2] || w < 0 || w >= s[3] ? 0.0 : at4(x, n, ch, h, w);
+  };
+  NDArray y(o);
+  for (int64_t n = 0; n < o[0]; ++n)
+    for (int64_t d = 0; d < o[1]; ++d)
+      for (int64_t i = 0; i < o[2]; ++i)
+        for (int64_t j = 0; j < o[3]; ++j) {
+          const int64_t x1 = j * s1 + md, y1 = i * s1 + md;
+          const int64_t x2 = x1 + (d % D - R) * s2, y2 = y1 + (d / D - R) * s2;
+          double acc = 0;
+          for (int64_t h = 0; h < K; ++h)
+            for (int64_t w = 0; w < K; ++w)
+              for (int64_t ch = 0; ch < s[1]; ++ch) {
+                const double u = padded(a, n, ch, y1 + h, x1 + w), v = padded(b, n, ch, y2 + h, x2 + w);
+                acc += mul ? u * v : std::fabs(u - v);
+              }
+          y.data<float>()[((n * o[1] + d) * o[2] + i) * o[3] + j] =
+              static_cast<float>(acc / double(K * K * s[1]));
+        }
+  return {y};
+}
+LOOM_OP_REFERENCE("Correlation", ref_corr);
+
+// ---------------------------------------------------------------- resizing
+std::vector<NDArray> ref_adaptive(const RefCall& c) {
+  const NDArray& x = c.in[0];
+  const Shape &s = x.shape(), &o = c.out_shapes[0];
+  NDArray y(o);
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t ch = 0; ch < s[1]; ++ch)
+      for (int64_t i = 0; i < o[2]; ++i)
+        for (int64_t j = 0; j < o[3]; ++j) {
+          const int64_t hs = i * s[2] / o[2], he = ((i + 1) * s[2] + o[2] - 1) / o[2];
+          const int64_t ws = j * s[3] / o[3], we = ((j + 1) * s[3] + o[3] - 1) / o[3];
+          double acc = 0;
+          for (int64_t h = hs; h < he; ++h)
+            for (int64_t w = ws; w < we; ++w) acc += at4(x, n, ch, h, w);
+          y.data<float>()[((n * o[1] + ch) * o[2] + i) * o[3] + j] =
+              static_cast<float>(acc / double((he - hs) * (we - ws)));
+        }
+  return {y};
+}
+LOOM_OP_REFERENCE("_contrib_AdaptiveAvgPooling2D", ref_adaptive);
+
+std::vector<NDArray> ref_resize(const RefCall& c) {
+  const NDArray& x = c.in[0];
+  const Shape &s = x.shape(), &o = c.out_shapes[0];
+  const bool align = parse_bool(attr(c.attrs.dict, "align_corners", "True"));
+  if (s[2] == o[2] && s[3] == o[3]) return {x.copy()};
+  auto src = [&](int64_t in, int64_t out, int64_t i) {
+    if (out <= 1) return 0.0;
+    if (align) return double(in - 1) / double(out - 1) * i;
+    return std::max(0.0, double(in) / double(out) * (i + 0.5) - 0.5);
+  };
+  NDArray y(o);
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t ch = 0; ch < s[1]; ++ch)
+      for (int64_t i = 0; i < o[2]; ++i)
+        for (int64_t j = 0; j < o[3]; ++j) {
+          const double hr = src(s[2], o[2], i), wr = src(s[3], o[3], j);
+          const int64_t h0 = static_cast<int64_t>(hr), w0 = static_cast<int64_t>(wr);
+          const int64_t h1 = std::min(h0 + 1, s[2] - 1), w1 = std::min(w0 + 1, s[3] - 1);
+          const double lh = hr - h0, lw = wr - w0;
+          y.data<float>()[((n * o[1] + ch) * o[2] + i) * o[3] + j] = static_cast<float>(
+              (1 - lh) * ((1 - lw) * at4(x, n, ch, h0, w0) + lw * at4(x, n, ch, h0, w1)) +
+              lh * ((1 - lw) * at4(x, n, ch, h1, w0) + lw * at4(x, n, ch, h1, w1)));
+        }
+  return {y};
+}
+LOOM_OP_REFERENCE("_contrib_BilinearResize2D", ref_resize);
+
+// ---------------------------------------------------------------- im2col / col2im (2-D or 1-D)
+struct Win {
+  std::vector<int64_t> k, st, dil, pad;
+};
+Win win_of(const Attrs& d) {
+  Win w;
+  const Shape k = parse_shape(d.at("kernel"));
+  auto get = [&](const char* name, int64_t def) {
+    std::vector<int64_t> v;
+    const Shape s = parse_shape(attr(d, name, "()"));
+    for (int i = 0; i < k.ndim(); ++i) v.push_back(s.ndim() ? s[i] : def);
+    return v;
+  };
+  for (int i = 0; i < k.ndim(); ++i) w.k.push_back(k[i]);
+  w.st = get("stride", 1), w.dil = get("dilate", 1), w.pad = get("pad", 0);
+  return w;
+}
+// Calls fn(image flat index or -1, column flat index) for images (N, C, *sp) (1-D or 2-D).
+template <class Fn>
+void windows(const Win& w, int64_t N, int64_t C, std::vector<int64_t> sp, Fn fn) {
+  if (sp.size() == 1) {  // as 2-D with a unit height
+    sp.insert(sp.begin(), 1);
+  }
+  Win v = w;
+  if (v.k.size() == 1) {
+    v.k.insert(v.k.begin(), 1), v.st.insert(v.st.begin(), 1);
+    v.dil.insert(v.dil.begin(), 1), v.pad.insert(v.pad.begin(), 0);
+  }
+  const int64_t oh = (sp[0] + 2 * v.pad[0] - v.dil[0] * (v.k[0] - 1) - 1) / v.st[0] + 1;
+  const int64_t ow = (sp[1] + 2 * v.pad[1] - v.dil[1] * (v.k[1] - 1) - 1) / v.st[1] + 1;
+  int64_t col = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t a = 0; a < v.k[0]; ++a)
+        for (int64_t b = 0; b < v.k[1]; ++b)
+          for (int64_t i = 0; i < oh; ++i)
+            for (int64_t j = 0; j < ow; ++j, ++col) {
+              const int64_t h = i * v.st[0] - v.pad[0] + a * v.dil[0];
+              const int64_t x = j * v.st[1] - v.pad[1] + b * v.dil[1];
+              const bool in = h >= 0 && h < sp[0] && x >= 0 && x < sp[1];
+              fn(in ? ((n * C + c) * sp[0] + h) * sp[1] + x : -1, col);
+            }
+}
+std::vector<int64_t> spatial(const Shape& s) {
+  std::vector<int64_t> v;
+  for (int d = 2; d < s.ndim(); ++d) v.push_back(s[d]);
+  return v;
+}
+LOOM_OP_REFERENCE("im2col", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  NDArray y = NDArray::zeros(c.out_shapes[0]);
+  windows(win_of(c.attrs.dict), s[0], s[1], spatial(s), [&](int64_t i, int64_t k) {
+    if (i >= 0) y.data<float>()[k] = static_cast<float>(c.in[0].at(i));
+  });
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("col2im", [](const RefCall& c) {
+  const Shape& o = c.out_shapes[0];
+  NDArray y = NDArray::zeros(o);
+  windows(win_of(c.attrs.dict), o[0], o[1], spatial(o), [&](int64_t i, int64_t k) {
+    if (i >= 0) y.data<float>()[i] += static_cast<float>(c.in[0].at(k));
+  });
+  return std::vector<NDArray>{y};
+});
+
+// ---------------------------------------------------------------- hand-checked values
+// MXNet 1.9.1's check_bilinear_resize_align_corners_op.
+TEST(OpsVision, BilinearResizeAlignCornersMatchesMXNet) {
+  NDArray x = from({1, 1, 3, 2}, {64, 32, 32, 64, 50, 100});
+  ImperativeOp a("_contrib_BilinearResize2D",
+                 {{"height", "6"}, {"width", "4"}, {"align_corners", "False"}}, {{1, 1, 3, 2}});
+  expect_near(a.forward({x})[0],
+              {64.000, 56.000, 40.000, 32.000, 56.000, 52.000, 44.000, 40.000,
+               40.000, 44.000, 52.000, 56.000, 36.500, 45.625, 63.875, 73.000,
+               45.500, 56.875, 79.625, 91.000, 50.000, 62.500, 87.500, 100.000}, 1e-3);
+  ImperativeOp b("_contrib_BilinearResize2D",
+                 {{"height", "6"}, {"width", "4"}, {"align_corners", "True"}}, {{1, 1, 3, 2}});
+  expect_near(b.forward({x})[0],
+              {64.000, 53.333, 42.667, 32.000, 51.200, 49.067, 46.933, 44.800,
+               38.400, 44.800, 51.200, 57.600, 35.600, 47.467, 59.333, 71.200,
+               42.800, 57.067, 71.333, 85.600, 50.000, 66.667, 83.333, 100.000}, 1e-3);
+}
+
+TEST(OpsVision, GridGeneratorIdentityAffineIsThePixelGrid) {
+  ImperativeOp op("GridGenerator", {{"transform_type", "affine"}, {"target_shape", "(2, 3)"}},
+                  {{1, 6}});
+  auto y = op.forward({from({1, 6}, {1, 0, 0, 0, 1, 0})});
+  expect_near(y[0], {-1, 0, 1, -1, 0, 1, -1, -1, -1, 1, 1, 1});
+  EXPECT_EQ(op.out_shapes()[1], (Shape{3, 6}));
+}
+
+TEST(OpsVision, ROIPoolingMaxAndArgmax) {
+  std::vector<float> x(16);
+  for (int i = 0; i < 16; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i);
+  ImperativeOp op("ROIPooling", {{"pooled_size", "(2, 2)"}, {"spatial_scale", "1"}},
+                  {{1, 1, 4, 4}, {2, 5}});
+  auto y = op.forward({from({1, 1, 4, 4}, x), from({2, 5}, {0, 0, 0, 3, 3, -1, 0, 0, 1, 1})});
+  expect_near(y[0], {5, 7, 13, 15, 0, 0, 0, 0});
+  ASSERT_EQ(y[1].dtype(), DType::kInt32);
+  EXPECT_EQ(y[1].data<int32_t>()[0], 5);
+  EXPECT_EQ(y[1].data<int32_t>()[4], -1);
+}
+
+TEST(OpsVision, CorrelationKernelSizeErrors) {
+  // MXNet's test_invalid_kernel_size / test_valid_kernel_size.
+  EXPECT_THROW(ImperativeOp("Correlation", {{"kernel_size", "28"}}, {{1, 1, 28, 28}, {1, 1, 28, 28}}),
+               Error);
+  EXPECT_NO_THROW(ImperativeOp("Correlation", {{"kernel_size", "9"}}, {{1, 1, 28, 28}, {1, 1, 28, 28}}));
+  EXPECT_THROW(ImperativeOp("Correlation", {{"kernel_size", "2"}}, {{1, 1, 8, 8}, {1, 1, 8, 8}}),
+               Error);
+}
+
+TEST(OpsVision, Col2imOfOnesCountsCoverage) {
+  ImperativeOp op("col2im", {{"output_size", "(3, 3)"}, {"kernel", "(2, 2)"}}, {{1, 4, 4}});
+  auto y = op.forward({NDArray::full({1, 4, 4}, 1.f)});
+  expect_near(y[0], {1, 2, 1, 2, 4, 2, 1, 2, 1});
+}
+
+TEST(OpsVision, Float64Correlation) {
+  ImperativeOp op("Correlation", {{"max_displacement", "0"}}, {{1, 1, 2, 2}, {1, 1, 2, 2}},
+                  {DType::kFloat64, DType::kFloat64});
+  NDArray a({1, 1, 2, 2}, DType::kFloat64), b({1, 1, 2, 2}, DType::kFloat64);
+  for (int i = 0; i < 4; ++i) a.data<double>()[i] = i + 1, b.data<double>()[i] = 2;
+  auto y = op.forward({a, b});
+  ASSERT_EQ(y[0].dtype(), DType::kFloat64);
+  expect_near(y[0], {2, 4, 6, 8});
+}
+
+}  // namespace
+}  // namespace loom::test
