@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/dtype_policy.h"
 #include "ops/vision/vision_util.h"
 
 namespace loom {
@@ -244,6 +245,11 @@ LOOM_REGISTER_OP("SequenceReverse")
     .sample({.attrs = {}, .in_shapes = {{3, 4}}})
     .sample({.attrs = {{"use_sequence_length", "True"}},
              .in_shapes = {{5, 3, 2}, {3}}, .in_kinds = {"normal", "label:6"}});
+
+// The kernels compute float16/32/64 data through float32 buffers.
+LOOM_CPU_DTYPES("SequenceMask", kDTypePolicyFloats, {.any_inputs = {1}});
+LOOM_CPU_DTYPES("SequenceLast", kDTypePolicyFloats, {.any_inputs = {1}});
+LOOM_CPU_DTYPES("SequenceReverse", kDTypePolicyFloats, {.any_inputs = {1}});
 
 }  // namespace
 }  // namespace loom

@@ -10,6 +10,7 @@
 // The |.| gradient takes sign +1 where p1 >= p2 (as MXNet).
 #include <cmath>
 
+#include "ops/dtype_policy.h"
 #include "ops/vision/vision_util.h"
 
 namespace loom {
@@ -196,6 +197,9 @@ LOOM_REGISTER_OP("Correlation")
     .sample({.attrs = {{"kernel_size", "1"}, {"max_displacement", "2"}, {"stride2", "2"},
                        {"pad_size", "2"}},
              .in_shapes = {{1, 3, 4, 5}, {1, 3, 4, 5}}});
+
+// The kernels compute float16/32/64 data through float32 buffers.
+LOOM_CPU_DTYPES("Correlation", kDTypePolicyFloats);
 
 }  // namespace
 }  // namespace loom

@@ -6,6 +6,7 @@
 //   col2im: the adjoint, (N, C * prod(kernel), prod(out)) -> (N, C, *output_size), summing
 //     the columns that cover each pixel.
 // Each one's gradient is the other.
+#include "ops/dtype_policy.h"
 #include "ops/vision/vision_util.h"
 
 namespace loom {
@@ -220,6 +221,10 @@ LOOM_REGISTER_OP("col2im")
     .sample({.attrs = {{"output_size", "(6, 7)"}, {"kernel", "(3, 3)"}, {"stride", "(2, 2)"},
                        {"dilate", "(1, 2)"}, {"pad", "(1, 1)"}},
              .in_shapes = {{1, 18, 9}}});
+
+// The kernels compute float16/32/64 data through float32 buffers.
+LOOM_CPU_DTYPES("im2col", kDTypePolicyFloats);
+LOOM_CPU_DTYPES("col2im", kDTypePolicyFloats);
 
 }  // namespace
 }  // namespace loom

@@ -9,6 +9,7 @@
 //     gradient scatters back through the same weights; the `like` input gets zero.
 #include <cmath>
 
+#include "ops/dtype_policy.h"
 #include "ops/vision/vision_util.h"
 
 namespace loom {
@@ -264,6 +265,10 @@ LOOM_REGISTER_OP("_contrib_BilinearResize2D")
     .sample({.attrs = {{"mode", "like"}}, .in_shapes = {{1, 2, 3, 3}, {1, 1, 4, 5}}})
     .sample({.attrs = {{"mode", "to_odd_up"}, {"align_corners", "False"}},
              .in_shapes = {{1, 2, 4, 5}}});
+
+// The kernels compute float16/32/64 data through float32 buffers.
+LOOM_CPU_DTYPES("_contrib_AdaptiveAvgPooling2D", kDTypePolicyFloats);
+LOOM_CPU_DTYPES("_contrib_BilinearResize2D", kDTypePolicyFloats);
 
 }  // namespace
 }  // namespace loom

@@ -13,6 +13,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "ops/dtype_policy.h"
 #include "ops/vision/vision_util.h"
 
 namespace loom {
@@ -292,6 +293,10 @@ LOOM_REGISTER_OP("_contrib_ROIAlign")
     .sample({.attrs = {{"pooled_size", "(2, 2)"}, {"spatial_scale", "1"},
                        {"position_sensitive", "True"}, {"sample_ratio", "2"}},
              .in_shapes = {{2, 8, 5, 5}, {3, 5}}, .in_kinds = {"normal", "index:2"}});
+
+// The kernels compute float16/32/64 data through float32 buffers.
+LOOM_CPU_DTYPES("ROIPooling", kDTypePolicyFloats, {.any_outputs = {1}});
+LOOM_CPU_DTYPES("_contrib_ROIAlign", kDTypePolicyFloats);
 
 }  // namespace
 }  // namespace loom

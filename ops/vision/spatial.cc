@@ -12,6 +12,7 @@
 // Gradients flow to the data, the grid, the affine matrix / flow.
 #include <cmath>
 
+#include "ops/dtype_policy.h"
 #include "ops/vision/vision_util.h"
 
 namespace loom {
@@ -387,6 +388,11 @@ LOOM_REGISTER_OP("SpatialTransformer")
              // A step in loc moves every sampling point at once; some cross pixel borders
              // (kinks of the bilinear weights) that the per-element kink test cannot see.
              .grad_rtol = 5e-2});
+
+// The kernels compute float16/32/64 data through float32 buffers.
+LOOM_CPU_DTYPES("GridGenerator", kDTypePolicyFloats);
+LOOM_CPU_DTYPES("BilinearSampler", kDTypePolicyFloats);
+LOOM_CPU_DTYPES("SpatialTransformer", kDTypePolicyFloats);
 
 }  // namespace
 }  // namespace loom
