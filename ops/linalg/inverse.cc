@@ -15,7 +15,8 @@ void check_square(const Shape& s) {
   if (s.ndim() < 2)
     throw ShapeError("input A " + s.str() + " must have at least 2 axes");
   if (s[s.ndim() - 2] != s[s.ndim() - 1])
-    throw ShapeError("input A " + s.str() + ": the last two axes must be equal");
+    throw ShapeError("input A " + s.str() +
+                     " must be a tensor of square matrices (the last two axes equal)");
 }
 
 void infer_inverse(const OpAttrs&, std::vector<Shape>& in, std::vector<Shape>& out) {
