@@ -163,8 +163,6 @@ def test_pack_unpack_roundtrip():
 
 def test_fused_cell_unfuse_and_weights():
     fused = mx.rnn.FusedRNNCell(3, num_layers=2, mode="lstm", prefix="f_")
-    with pytest.raises(mx.base.LoomError, match="RNN"):
-        fused.unroll(2, mx.sym.Variable("data"))
     stack = fused.unfuse()
     out, _ = stack.unroll(2, mx.sym.Variable("data"), merge_outputs=True)
     assert out.list_arguments() == ["data"] + ["f_l%d_%s_%s" % (l, g, k) for l in range(2)
@@ -179,6 +177,77 @@ def test_fused_cell_unfuse_and_weights():
     np.testing.assert_array_equal(up["f_l0_i2h_i_weight"].asnumpy().ravel(), np.arange(15))
     back = fused.pack_weights(up)
     np.testing.assert_array_equal(back["f_parameters"].asnumpy(), np.arange(size))
+
+
+def _fused_and_stack(mode, bidirectional, h):
+    fused = mx.rnn.FusedRNNCell(h, num_layers=2, mode=mode, bidirectional=bidirectional,
+                                get_next_state=True, prefix="")
+    make = {"lstm": lambda p: mx.rnn.LSTMCell(h, prefix=p),
+            "gru": lambda p: mx.rnn.GRUCell(h, prefix=p),
+            "rnn_tanh": lambda p: mx.rnn.RNNCell(h, activation="tanh", prefix=p),
+            "rnn_relu": lambda p: mx.rnn.RNNCell(h, activation="relu", prefix=p)}[mode]
+    stack = mx.rnn.SequentialRNNCell()
+    for l in range(2):
+        if bidirectional:
+            stack.add(mx.rnn.BidirectionalCell(make("l%d_" % l), make("r%d_" % l),
+                                               output_prefix="bi_%d_" % l))
+        else:
+            stack.add(make("l%d_" % l))
+    return fused, stack
+
+
+@pytest.mark.parametrize("mode", ["lstm", "gru", "rnn_tanh", "rnn_relu"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_fused_unroll_matches_stack_of_cells(mode, bidirectional):
+    # One RNN node computes what the equivalent unrolled cells compute, for the output, the
+    # final states and the gradients of data and weights (same weights via pack/unpack).
+    n, t, i, h = 3, 4, 5, 6
+    fused, stack = _fused_and_stack(mode, bidirectional, h)
+    data = mx.sym.Variable("data")
+    y1, s1 = fused.unroll(t, data, layout="NTC", merge_outputs=True)
+    y2, s2 = stack.unroll(t, data, layout="NTC", merge_outputs=True)
+    assert y1.list_arguments() == ["data", "parameters"]
+    assert len(s1) == (2 if mode == "lstm" else 1)
+    assert all(s.attr("__layout__") == "LNC" for s in s1)
+    rng = np.random.RandomState(0)
+    x = rng.uniform(-1, 1, (n, t, i)).astype(np.float32)
+    e1 = y1.simple_bind(mx.cpu(), data=(n, t, i))
+    psize = e1.arg_dict["parameters"].shape[0]
+    flat = rng.uniform(-0.5, 0.5, psize).astype(np.float32)
+    args = stack.pack_weights(fused.unpack_weights({"parameters": mx.nd.array(flat)}))
+    e2 = y2.simple_bind(mx.cpu(), data=(n, t, i))
+    e1.arg_dict["data"][:] = x
+    e1.arg_dict["parameters"][:] = flat
+    e2.arg_dict["data"][:] = x
+    for k, v in args.items():
+        e2.arg_dict[k][:] = v
+    o1 = e1.forward(is_train=True)[0].asnumpy()
+    o2 = e2.forward(is_train=True)[0].asnumpy()
+    assert o1.shape == (n, t, (2 if bidirectional else 1) * h)
+    np.testing.assert_allclose(o1, o2, rtol=1e-5, atol=1e-6)
+    dy = mx.nd.array(rng.uniform(-1, 1, o1.shape).astype(np.float32))
+    e1.backward([dy])
+    e2.backward([dy])
+    np.testing.assert_allclose(e1.grad_dict["data"].asnumpy(), e2.grad_dict["data"].asnumpy(),
+                               rtol=1e-4, atol=1e-5)
+    per_gate = stack.unpack_weights({k: e2.grad_dict[k] for k in args})
+    g_fused = fused.pack_weights(per_gate)["parameters"].asnumpy()
+    np.testing.assert_allclose(e1.grad_dict["parameters"].asnumpy(), g_fused, rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_fused_states_are_outputs_and_initializer_sets_forget_bias():
+    fused = mx.rnn.FusedRNNCell(4, num_layers=1, mode="lstm", get_next_state=True, prefix="f_")
+    y, (hy, cy) = fused.unroll(3, mx.sym.Variable("data"), layout="TNC", merge_outputs=True)
+    _, out_shapes, _ = mx.sym.Group([y, hy, cy]).infer_shape(data=(3, 2, 5))
+    assert out_shapes == [(3, 2, 4), (1, 2, 4), (1, 2, 4)]
+    mod = mx.mod.Module(y, label_names=None)
+    mod.bind(data_shapes=[("data", (3, 2, 5))])
+    mod.init_params(mx.init.Uniform(0.1))
+    params = fused.unpack_weights(mod.get_params()[0])
+    np.testing.assert_array_equal(params["f_l0_i2h_f_bias"].asnumpy(), np.ones(4))
+    np.testing.assert_array_equal(params["f_l0_h2h_f_bias"].asnumpy(), np.ones(4))
+    assert np.abs(params["f_l0_i2h_i_weight"].asnumpy()).max() <= 0.1
 
 
 def test_encode_sentences():
