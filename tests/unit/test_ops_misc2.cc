@@ -227,5 +227,138 @@ LOOM_OP_REFERENCE("ftrl_update", [](const RefCall& c) {
   return Out{y};
 });
 
+
+// ---- gather_nd / scatter_nd / ravel ----
+LOOM_OP_REFERENCE("gather_nd", [](const RefCall& c) {
+  const Shape &ds = c.in[0].shape(), &is = c.in[1].shape();
+  const int64_t m = is[0], n = is.numel() / m;
+  int64_t block = 1;
+  for (int d = static_cast<int>(m); d < ds.ndim(); ++d) block *= ds[d];
+  NDArray y(c.out_shapes[0]);
+  for (int64_t j = 0; j < n; ++j) {
+    std::vector<int64_t> idx(static_cast<size_t>(ds.ndim()), 0);
+    for (int64_t k = 0; k < m; ++k) {
+      int64_t v = static_cast<int64_t>(f(c.in[1], k * n + j));
+      if (v < 0) v += ds[static_cast<int>(k)];
+      idx[static_cast<size_t>(k)] = v;
+    }
+    const int64_t base = ravel(idx, ds);
+    for (int64_t b = 0; b < block; ++b) f(y, j * block + b) = f(c.in[0], base + b);
+  }
+  return Out{y};
+});
+LOOM_OP_REFERENCE("scatter_nd", [](const RefCall& c) {
+  const Shape& os = c.out_shapes[0];
+  const Shape& is = c.in[1].shape();
+  const int64_t m = is[0], n = is.numel() / m;
+  int64_t block = 1;
+  for (int d = static_cast<int>(m); d < os.ndim(); ++d) block *= os[d];
+  NDArray y = NDArray::zeros(os);
+  for (int64_t j = 0; j < n; ++j) {
+    std::vector<int64_t> idx(static_cast<size_t>(os.ndim()), 0);
+    for (int64_t k = 0; k < m; ++k) idx[static_cast<size_t>(k)] = static_cast<int64_t>(f(c.in[1], k * n + j));
+    const int64_t base = ravel(idx, os);
+    for (int64_t b = 0; b < block; ++b) f(y, base + b) = f(c.in[0], j * block + b);
+  }
+  return Out{y};
+});
+LOOM_OP_REFERENCE("_ravel_multi_index", [](const RefCall& c) {
+  const Shape s = parse_shape(c.attrs.dict.at("shape"));
+  const int64_t n = c.in[0].shape()[1];
+  NDArray y(Shape{n});
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = 0;
+    for (int j = 0; j < s.ndim(); ++j) r = r * s[j] + static_cast<int64_t>(f(c.in[0], j * n + i));
+    f(y, i) = static_cast<float>(r);
+  }
+  return Out{y};
+});
+LOOM_OP_REFERENCE("_unravel_index", [](const RefCall& c) {
+  const Shape s = parse_shape(c.attrs.dict.at("shape"));
+  const int64_t n = c.in[0].size();
+  NDArray y(Shape{s.ndim(), n});
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = static_cast<int64_t>(f(c.in[0], i));
+    for (int j = s.ndim() - 1; j >= 1; --j) {
+      f(y, j * n + i) = static_cast<float>(v % s[j]);
+      v /= s[j];
+    }
+    f(y, i) = static_cast<float>(v);
+  }
+  return Out{y};
+});
+
+TEST(OpsMisc2, GatherNdWrapsNegativesAndChecksBounds) {
+  ImperativeOp op("gather_nd", {}, {{2, 3}, {2, 2}});
+  NDArray x(Shape{2, 3}), i(Shape{2, 2});
+  for (int k = 0; k < 6; ++k) f(x, k) = static_cast<float>(k);
+  const float iv[] = {0, 1, -1, -2};  // picks (0, 2) and (1, 1)
+  for (int k = 0; k < 4; ++k) f(i, k) = iv[k];
+  auto y = op.forward({x, i});
+  EXPECT_EQ(f(y[0], 0), 2.f);
+  EXPECT_EQ(f(y[0], 1), 4.f);
+  f(i, 2) = 3;
+  try {
+    op.forward({x, i});
+    FAIL() << "no error for index 3 on an axis of size 3";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of bounds"), std::string::npos) << e.what();
+  }
+}
+
+// ---- assignment ----
+Out slice_assign(const RefCall& c, bool scalar) {
+  // Positions from the slice of input 0, NumPy rules (positive and negative steps).
+  const Shape& s = c.in[0].shape();
+  const auto b = parse_optional_tuple(c.attrs.dict.at("begin")),
+             e = parse_optional_tuple(c.attrs.dict.at("end")),
+             st = parse_optional_tuple(attr(c.attrs.dict, "step", "()"));
+  std::vector<std::vector<int64_t>> axes;
+  for (int d = 0; d < s.ndim(); ++d) {
+    std::vector<int64_t> v;
+    const int64_t n = s[d];
+    const int64_t step = d < static_cast<int>(st.size()) && st[d] ? *st[d] : 1;
+    if (d >= static_cast<int>(b.size())) {
+      for (int64_t k = 0; k < n; ++k) v.push_back(k);
+    } else if (step > 0) {
+      int64_t lo = b[d].value_or(0), hi = e[d].value_or(n);
+      if (lo < 0) lo += n;
+      if (hi < 0) hi += n;
+      for (int64_t k = std::max<int64_t>(lo, 0); k < std::min(hi, n); k += step) v.push_back(k);
+    } else {
+      int64_t lo = b[d].value_or(n - 1), hi = e[d] ? *e[d] : -1;
+      if (lo < 0) lo += n;
+      if (e[d] && hi < 0) hi += n;
+      for (int64_t k = std::min(lo, n - 1); k > hi && k >= 0; k += step) v.push_back(k);
+    }
+    axes.push_back(v);
+  }
+  NDArray y = c.in[0].copy();
+  int64_t total = 1;
+  for (auto& v : axes) total *= static_cast<int64_t>(v.size());
+  for (int64_t k = 0; k < total; ++k) {
+    int64_t rem = k, pos = 0, stride = 1;
+    std::vector<int64_t> idx(static_cast<size_t>(s.ndim()));
+    for (int d = s.ndim() - 1; d >= 0; --d) {
+      const auto& v = axes[static_cast<size_t>(d)];
+      idx[static_cast<size_t>(d)] = v[static_cast<size_t>(rem % static_cast<int64_t>(v.size()))];
+      rem /= static_cast<int64_t>(v.size());
+    }
+    (void)stride;
+    pos = ravel(idx, s);
+    f(y, pos) = scalar ? static_cast<float>(num(c.attrs.dict, "scalar", 0)) : f(c.in[1], k);
+  }
+  return {y};
+}
+LOOM_OP_REFERENCE("_slice_assign", [](const RefCall& c) { return slice_assign(c, false); });
+LOOM_OP_REFERENCE("_slice_assign_scalar", [](const RefCall& c) { return slice_assign(c, true); });
+LOOM_OP_REFERENCE("fill_element_0index", [](const RefCall& c) {
+  NDArray y = c.in[0].copy();
+  const int64_t cols = y.shape()[1];
+  for (int64_t i = 0; i < y.shape()[0]; ++i)
+    f(y, i * cols + static_cast<int64_t>(f(c.in[2], i))) = f(c.in[1], i);
+  return Out{y};
+});
+
 }  // namespace
 }  // namespace loom::test
