@@ -1,6 +1,8 @@
 // The shared CPU kernel of the _linalg_* operators (see la_kernel.h).
 #include "ops/linalg/la_kernel.h"
 
+#include <algorithm>
+
 #include "ops/tensor/dtype_kernels.h"
 
 namespace loom::linalg {
