@@ -104,15 +104,20 @@ LOOM_REGISTER_OP("_contrib_AdaptiveAvgPooling2D")
 
 // ------------------------------------------------------------------ BilinearResize2D
 struct ResizeParam {
-  int64_t height, width;
+  // Optional only so that None reads as the default: Python calls such as
+  // BilinearResize2D(data, None, mode=...) (MXNet's signature has a `like` input before the
+  // parameters) can land None on `height` when the front end lists only `data`.
+  std::optional<int64_t> height, width;
   std::optional<float> scale_height, scale_width;
   std::string mode;
   bool align_corners;
 };
 const auto kResizeSchema =
     ParamSchema<ResizeParam>()
-        .optional("height", &ResizeParam::height, int64_t{1}, "Output height (mode size).")
-        .optional("width", &ResizeParam::width, int64_t{1}, "Output width (mode size).")
+        .optional("height", &ResizeParam::height, std::optional<int64_t>(1),
+                  "Output height (mode size; None: 1).")
+        .optional("width", &ResizeParam::width, std::optional<int64_t>(1),
+                  "Output width (mode size; None: 1).")
         .optional("scale_height", &ResizeParam::scale_height, std::optional<float>(),
                   "Height scale factor (instead of height).")
         .optional("scale_width", &ResizeParam::scale_width, std::optional<float>(),
@@ -124,8 +129,10 @@ const auto kResizeSchema =
         .optional("align_corners", &ResizeParam::align_corners, true,
                   "Map the corner pixel centres onto each other.")
         .check([](ResizeParam& p) {
-          if (p.height < 1) throw ParamError("parameter 'height' must be >= 1");
-          if (p.width < 1) throw ParamError("parameter 'width' must be >= 1");
+          if (!p.height) p.height = 1;
+          if (!p.width) p.width = 1;
+          if (*p.height < 1) throw ParamError("parameter 'height' must be >= 1");
+          if (*p.width < 1) throw ParamError("parameter 'width' must be >= 1");
         });
 
 std::vector<std::string> resize_inputs(const OpAttrs& a) {
@@ -145,10 +152,10 @@ void infer_resize(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& 
     return *v;
   };
   if (p.mode == "size") {
-    h = p.scale_height ? static_cast<int64_t>(*p.scale_height * static_cast<float>(H)) : p.height;
+    h = p.scale_height ? static_cast<int64_t>(*p.scale_height * static_cast<float>(H)) : *p.height;
     w = p.scale_width ? static_cast<int64_t>(*p.scale_width * static_cast<float>(W))
         : p.scale_height ? static_cast<int64_t>(need(p.scale_width, "scale_width") * static_cast<float>(W))
-                         : p.width;
+                         : *p.width;
   } else if (p.mode == "odd_scale") {
     const float sh = need(p.scale_height, "scale_height"), sw = need(p.scale_width, "scale_width");
     h = H % 2 == 0 ? static_cast<int64_t>(static_cast<float>(H) * sh)
