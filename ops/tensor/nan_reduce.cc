@@ -3,50 +3,16 @@
 // Gradients: nansum  dx = isnan(x) ? 0 : dy;   nanprod  dx = isnan(x) ? 0 : dy * y / x.
 // Integer dtypes have no NaN: they reduce as sum/prod (wrapping).
 #include <cmath>
-#include <optional>
 
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/reduce_axes.h"
 
 namespace loom {
 namespace {
 
-struct NanReduceParam {
-  std::optional<Shape> axis;
-  bool keepdims, exclude;
-};
-const auto kNanReduceSchema =
-    ParamSchema<NanReduceParam>()
-        .optional("axis", &NanReduceParam::axis, std::optional<Shape>(),
-                  "Axes to reduce (int or tuple, negatives allowed); None or () = all.")
-        .optional("keepdims", &NanReduceParam::keepdims, false, "Keep reduced axes with size 1.")
-        .optional("exclude", &NanReduceParam::exclude, false,
-                  "Reduce over all axes except the listed ones.");
-
-std::vector<bool> nan_reduced_axes(const NanReduceParam& p, int ndim) {
-  if (!p.axis || p.axis->ndim() == 0) return std::vector<bool>(static_cast<size_t>(ndim), true);
-  std::vector<bool> listed(static_cast<size_t>(ndim), false);
-  for (int64_t ax : *p.axis) {
-    const int a = tensor::norm_axis(ax, ndim, "axis");
-    if (listed[a]) throw ShapeError("axis " + std::to_string(ax) + " is repeated");
-    listed[a] = true;
-  }
-  if (p.exclude) listed.flip();
-  return listed;
-}
-
-void infer_nan_reduce(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
-  if (in[0].ndim() == 0) return;
-  const auto& p = a.param<NanReduceParam>();
-  const auto red = nan_reduced_axes(p, in[0].ndim());
-  Shape s;
-  for (int d = 0; d < in[0].ndim(); ++d) {
-    if (!red[d]) s.push_back(in[0][d]);
-    else if (p.keepdims) s.push_back(1);
-  }
-  if (s.ndim() == 0) s.push_back(1);
-  merge_shape(out[0], s, "output 0");
-}
+using tensor::AxesParam;
+const auto kNanReduceSchema = tensor::axes_schema();
 
 template <bool kProd>
 class NanReduceKernel final : public Kernel {
@@ -54,10 +20,7 @@ class NanReduceKernel final : public Kernel {
   explicit NanReduceKernel(const KernelArgs& a)
       : t_(tensor::check_dtypes(a, tensor::kNumericDTypes)), what_(tensor::node_label(a)) {
     const Shape& in = a.in_shapes[0];
-    const auto red = nan_reduced_axes(a.attrs.param<NanReduceParam>(), in.ndim());
-    Shape keep = in;
-    for (int d = 0; d < in.ndim(); ++d)
-      if (red[d]) keep[d] = 1;
+    const Shape keep = tensor::axes_keep_shape(a.attrs.param<AxesParam>(), in);
     plan_ = tensor::make_reduce_plan(in, keep);
     back_ = tensor::make_bcast_plan(keep, in, in);
   }
@@ -119,7 +82,7 @@ void nan_reduce_op(const char* name, const char* doc) {
   OpDef& op = register_op(name);
   op.describe(doc)
       .params(kNanReduceSchema)
-      .shape_fn(infer_nan_reduce)
+      .shape_fn(tensor::infer_axes_reduce)
       .deps(GradDeps{true, true, kProd})
       .cpu<NanReduceKernel<kProd>>();
   const std::string kind = kProd ? "positive" : "normal";

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "ops/param.h"
@@ -358,6 +359,58 @@ LOOM_OP_REFERENCE("fill_element_0index", [](const RefCall& c) {
   for (int64_t i = 0; i < y.shape()[0]; ++i)
     f(y, i * cols + static_cast<int64_t>(f(c.in[2], i))) = f(c.in[1], i);
   return Out{y};
+});
+
+
+// ---- _square_sum, _split_v2, _histogram ----
+LOOM_OP_REFERENCE("_square_sum", [](const RefCall& c) {
+  NDArray sq = c.in[0].copy();
+  for (int64_t i = 0; i < sq.size(); ++i) f(sq, i) = f(sq, i) * f(sq, i);
+  std::vector<NDArray> in{sq};
+  return nan_reduce(RefCall{c.attrs, in, c.out_shapes, c.is_train}, false);
+});
+LOOM_OP_REFERENCE("_split_v2", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  int ax = static_cast<int>(parse_int(attr(c.attrs.dict, "axis", "1")));
+  if (ax < 0) ax += s.ndim();
+  const int sections = static_cast<int>(parse_int(attr(c.attrs.dict, "sections", "0")));
+  std::vector<int64_t> b;
+  if (sections > 0)
+    for (int k = 0; k < sections; ++k) b.push_back(s[ax] / sections * k);
+  else
+    b = parse_shape(c.attrs.dict.at("indices")).dims();
+  b.push_back(s[ax]);
+  Out o;
+  for (size_t k = 0; k + 1 < b.size(); ++k) {
+    NDArray y(c.out_shapes[k]);
+    int64_t n = 0;
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      const auto idx = unravel(i, s);
+      const int64_t v = idx[static_cast<size_t>(ax)];
+      if (v >= b[k] && v < b[k + 1]) f(y, n++) = f(c.in[0], i);
+    }
+    o.push_back(y);
+  }
+  return o;
+});
+LOOM_OP_REFERENCE("_histogram", [](const RefCall& c) {
+  // numpy.histogram with bins equal bins over range: the last bin includes its upper edge.
+  const int nb = static_cast<int>(parse_int(c.attrs.dict.at("bin_cnt")));
+  std::string rs = c.attrs.dict.at("range");
+  double lo = 0, hi = 0;
+  std::sscanf(rs.c_str(), "(%lf, %lf)", &lo, &hi);
+  NDArray counts(Shape{int64_t{nb}}, DType::kInt64), edges(Shape{int64_t{nb} + 1});
+  for (int k = 0; k <= nb; ++k) f(edges, k) = static_cast<float>(lo + (hi - lo) * k / nb);
+  std::vector<int64_t> n(static_cast<size_t>(nb), 0);
+  for (int64_t i = 0; i < c.in[0].size(); ++i) {
+    const double v = f(c.in[0], i);
+    if (v < lo || v > hi) continue;
+    int k = 0;
+    while (k < nb - 1 && v >= f(edges, k + 1)) ++k;
+    ++n[static_cast<size_t>(k)];
+  }
+  for (int k = 0; k < nb; ++k) counts.data<int64_t>()[k] = n[static_cast<size_t>(k)];
+  return Out{counts, edges};
 });
 
 }  // namespace
