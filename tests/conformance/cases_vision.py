@@ -94,3 +94,21 @@ case("col2im0",
 case("col2im1",
      lambda mx: mx.sym.col2im(V(mx), output_size=(4, 5), kernel=(2, 2), name="col2im"),
      {"data": (1, 8, 12)}, ["col2im"])
+
+
+def _rrois(mx):
+    # [batch index, centre x, centre y, w, h, theta in degrees]
+    return mx.sym.concat(mx.sym.var("bidx"), mx.sym.var("cxy"), mx.sym.var("wh"),
+                         mx.sym.var("theta"), dim=1)
+
+
+for i, kw in enumerate([dict(pooled_size=(2, 3), spatial_scale=1.0),
+                        dict(pooled_size=(2, 2), spatial_scale=0.5, sampling_ratio=2)]):
+    case("RROIAlign%d" % i,
+         lambda mx, kw=kw: mx.sym.contrib.RROIAlign(V(mx), _rrois(mx), name="rroialign", **kw),
+         {"data": (2, 3, 8, 8), "bidx": (4, 1), "cxy": (4, 2), "wh": (4, 2), "theta": (4, 1)},
+         ["_contrib_RROIAlign"],
+         init={"bidx": ("int", 0, 2), "cxy": ("uniform", 0.0, 8.0), "wh": ("uniform", 0.5, 6.0),
+               "theta": ("uniform", 0.0, 180.0)},
+         no_grad=["data", "bidx", "cxy", "wh", "theta"], train=False, tol=(1e-4, 1e-4),
+         note="MXNet 1.9.1 registers no gradient for RROIAlign: inference only")

@@ -118,6 +118,41 @@ std::vector<NDArray> ref_roialign(const RefCall& c) {
 }
 LOOM_OP_REFERENCE("_contrib_ROIAlign", ref_roialign);
 
+// Rotated: the sample (xx, yy) relative to the ROI centre is rotated by theta.
+std::vector<NDArray> ref_rroialign(const RefCall& c) {
+  const NDArray &x = c.in[0], &r = c.in[1];
+  const Shape& o = c.out_shapes[0];
+  const double sc = parse_float(c.attrs.dict.at("spatial_scale"));
+  const int64_t ratio = parse_int(attr(c.attrs.dict, "sampling_ratio", "-1"));
+  NDArray y = NDArray::zeros(o);
+  for (int64_t n = 0; n < o[0]; ++n) {
+    const int64_t b = static_cast<int64_t>(r.at(n * 6));
+    if (b < 0 || b >= x.shape()[0]) continue;
+    const double cx = r.at(n * 6 + 1) * sc, cy = r.at(n * 6 + 2) * sc;
+    const double rw = std::max(r.at(n * 6 + 3) * sc, 1.0), rh = std::max(r.at(n * 6 + 4) * sc, 1.0);
+    const double th = r.at(n * 6 + 5) * M_PI / 180.0;
+    const double bh = rh / o[2], bw = rw / o[3];
+    const int64_t gh = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rh / o[2]));
+    const int64_t gw = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rw / o[3]));
+    for (int64_t ch = 0; ch < o[1]; ++ch)
+      for (int64_t ph = 0; ph < o[2]; ++ph)
+        for (int64_t pw = 0; pw < o[3]; ++pw) {
+          double s = 0;
+          for (int64_t iy = 0; iy < gh; ++iy)
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              const double yy = -rh / 2 + ph * bh + (iy + .5) * bh / gh;
+              const double xx = -rw / 2 + pw * bw + (ix + .5) * bw / gw;
+              s += bilinear_roialign(x, b, ch, yy * std::cos(th) - xx * std::sin(th) + cy,
+                                     xx * std::cos(th) + yy * std::sin(th) + cx);
+            }
+          y.data<float>()[((n * o[1] + ch) * o[2] + ph) * o[3] + pw] =
+              static_cast<float>(s / double(gh * gw));
+        }
+  }
+  return {y};
+}
+LOOM_OP_REFERENCE("_contrib_RROIAlign", ref_rroialign);
+
 // ---------------------------------------------------------------- grids and sampling
 // Normalised source grid (N, 2, H, W) of an affine matrix (N, 6).
 NDArray affine_grid(const NDArray& theta, int64_t H, int64_t W) {
