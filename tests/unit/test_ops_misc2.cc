@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <sstream>
 
 #include "ops/param.h"
 #include "runtime/dtype_traits.h"
@@ -411,6 +412,85 @@ LOOM_OP_REFERENCE("_histogram", [](const RefCall& c) {
   }
   for (int k = 0; k < nb; ++k) counts.data<int64_t>()[k] = n[static_cast<size_t>(k)];
   return Out{counts, edges};
+});
+
+
+// ---- contrib ----
+LOOM_OP_REFERENCE("_contrib_div_sqrt_dim", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  NDArray y = c.in[0].copy();
+  for (int64_t i = 0; i < y.size(); ++i) f(y, i) /= std::sqrt(static_cast<float>(s[s.ndim() - 1]));
+  return Out{y};
+});
+LOOM_OP_REFERENCE("_contrib_quadratic", [](const RefCall& c) {
+  const double a = num(c.attrs.dict, "a", 0), b = num(c.attrs.dict, "b", 0), k = num(c.attrs.dict, "c", 0);
+  NDArray y = c.in[0].copy();
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const double x = f(y, i);
+    f(y, i) = static_cast<float>(a * x * x + b * x + k);
+  }
+  return Out{y};
+});
+LOOM_OP_REFERENCE("_contrib_index_array", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  std::vector<int> axes;
+  if (c.attrs.dict.count("axes")) {
+    const Shape given = parse_shape(c.attrs.dict.at("axes"));
+    for (int64_t a : given.dims()) axes.push_back(static_cast<int>(a < 0 ? a + s.ndim() : a));
+  } else {
+    for (int d = 0; d < s.ndim(); ++d) axes.push_back(d);
+  }
+  NDArray y(c.out_shapes[0], DType::kInt64);
+  const int64_t k = static_cast<int64_t>(axes.size());
+  for (int64_t i = 0; i < s.numel(); ++i) {
+    const auto idx = unravel(i, s);
+    for (int64_t j = 0; j < k; ++j) y.data<int64_t>()[i * k + j] = idx[static_cast<size_t>(axes[static_cast<size_t>(j)])];
+  }
+  return Out{y};
+});
+LOOM_OP_REFERENCE("_contrib_allclose", [](const RefCall& c) {
+  const double rtol = num(c.attrs.dict, "rtol", 1e-5), atol = num(c.attrs.dict, "atol", 1e-8);
+  bool ok = true;
+  for (int64_t i = 0; i < c.in[0].size(); ++i)
+    ok = ok && std::fabs(f(c.in[0], i) - f(c.in[1], i)) <= atol + rtol * std::fabs(f(c.in[1], i));
+  NDArray y(Shape{1}, DType::kUint8);
+  y.data<uint8_t>()[0] = ok ? 1 : 0;
+  return Out{y};
+});
+
+// ---- image ----
+LOOM_OP_REFERENCE("_image_to_tensor", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  const bool batch = s.ndim() == 4;
+  const int64_t n = batch ? s[0] : 1, h = s[s.ndim() - 3], w = s[s.ndim() - 2], ch = s[s.ndim() - 1];
+  NDArray y(c.out_shapes[0]);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < h; ++i)
+      for (int64_t j = 0; j < w; ++j)
+        for (int64_t k = 0; k < ch; ++k)
+          f(y, ((b * ch + k) * h + i) * w + j) = f(c.in[0], ((b * h + i) * w + j) * ch + k) / 255.f;
+  return Out{y};
+});
+LOOM_OP_REFERENCE("_image_normalize", [](const RefCall& c) {
+  auto tuple = [](const std::string& t) {
+    std::vector<double> v;
+    std::string x = t;
+    for (char& ch : x)
+      if (ch == '(' || ch == ')' || ch == ',') ch = ' ';
+    std::istringstream is(x);
+    double d;
+    while (is >> d) v.push_back(d);
+    return v;
+  };
+  const auto m = tuple(attr(c.attrs.dict, "mean", "(0,0,0,0)")), sd = tuple(attr(c.attrs.dict, "std", "(1,1,1,1)"));
+  const Shape& s = c.in[0].shape();
+  const int64_t ch = s.ndim() == 3 ? s[0] : s[1], hw = s[s.ndim() - 1] * s[s.ndim() - 2];
+  NDArray y = c.in[0].copy();
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const size_t k = static_cast<size_t>((i / hw) % ch);
+    f(y, i) = static_cast<float>((f(y, i) - m[m.size() == 1 ? 0 : k]) / sd[sd.size() == 1 ? 0 : k]);
+  }
+  return Out{y};
 });
 
 }  // namespace
