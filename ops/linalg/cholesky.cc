@@ -45,22 +45,23 @@ const LaSpec kPotrf{
     .forward =
         [](const OpAttrs& a, const std::vector<Mats>& in, std::vector<Mats>& out) {
           const bool lower = a.param<CholParam>().lower;
-          for (size_t b = 0; b < in[0].size(); ++b)
+          for_batch(in[0], [&](size_t b) {
             if (!cholesky(in[0][b], lower, &out[0][b]))
               throw Error(la_label(a) + ": matrix " + std::to_string(b) +
                           " of input A is not symmetric positive definite (Cholesky failed)");
+          });
         },
     .backward =
         [](const OpAttrs& a, const std::vector<Mats>& og, const std::vector<Mats>&,
            const std::vector<Mats>& out, std::vector<Mats>& ig) {
           const bool lower = a.param<CholParam>().lower;
-          for (size_t b = 0; b < og[0].size(); ++b) {
+          for_batch(og[0], [&](size_t b) {
             const Dense& L = out[0][b];
             Dense d = trmm(L, og[0][b], 1.0, !lower, lower, true);
             mirror_triangle(d, !lower);
             d = trsm(L, d, 1.0, false, lower, lower);
             ig[0][b] = trsm(L, d, 0.5, true, lower, !lower);
-          }
+          });
         },
 };
 
@@ -71,7 +72,7 @@ const LaSpec kPotri{
     .forward =
         [](const OpAttrs& a, const std::vector<Mats>& in, std::vector<Mats>& out) {
           const bool lower = a.param<CholParam>().lower;
-          for (size_t b = 0; b < in[0].size(); ++b) {
+          for_batch(in[0], [&](size_t b) {
             const Dense& T = in[0][b];
             for (int64_t i = 0; i < T.r; ++i)
               if (T(i, i) == 0.0)
@@ -79,20 +80,20 @@ const LaSpec kPotri{
                             " of input A has a zero diagonal entry (not a Cholesky factor)");
             const Dense inv = trsm(T, Dense::eye(T.r), 1.0, false, lower, false);
             out[0][b] = lower ? matmul(inv, true, inv, false) : matmul(inv, false, inv, true);
-          }
+          });
         },
     .backward =
         [](const OpAttrs& a, const std::vector<Mats>& og, const std::vector<Mats>& in,
            const std::vector<Mats>& out, std::vector<Mats>& ig) {
           const bool lower = a.param<CholParam>().lower;
-          for (size_t b = 0; b < og[0].size(); ++b) {
+          for_batch(og[0], [&](size_t b) {
             const Dense &g = og[0][b], &A = out[0][b];
             Dense d = lower ? matmul(A, false, g, false, 1.0) : matmul(g, false, A, false, 1.0);
             d = lower ? matmul(A, false, g, true, 1.0, &d, 1.0) : matmul(g, true, A, false, 1.0, &d, 1.0);
             d = trsm(in[0][b], d, -1.0, lower, lower, true);
             zero_triangle(d, !lower);
             ig[0][b] = std::move(d);
-          }
+          });
         },
 };
 
@@ -110,18 +111,19 @@ const LaSpec kSumLogDiag{
     .row_axis = nullptr,
     .forward =
         [](const OpAttrs&, const std::vector<Mats>& in, std::vector<Mats>& out) {
-          for (size_t b = 0; b < in[0].size(); ++b) {
+          for_batch(in[0], [&](size_t b) {
             double s = 0;
             for (int64_t i = 0; i < in[0][b].r; ++i) s += std::log(in[0][b](i, i));
             out[0][b](0, 0) = s;
-          }
+          });
         },
     .backward =
         [](const OpAttrs&, const std::vector<Mats>& og, const std::vector<Mats>& in,
            const std::vector<Mats>&, std::vector<Mats>& ig) {
-          for (size_t b = 0; b < in[0].size(); ++b)
+          for_batch(in[0], [&](size_t b) {
             for (int64_t i = 0; i < in[0][b].r; ++i)
               ig[0][b](i, i) = og[0][b](0, 0) / in[0][b](i, i);
+          });
         },
 };
 
@@ -143,16 +145,16 @@ const LaSpec kSyrk{
     .forward =
         [](const OpAttrs& a, const std::vector<Mats>& in, std::vector<Mats>& out) {
           const auto& p = a.param<SyrkParam>();
-          for (size_t b = 0; b < in[0].size(); ++b) {
+          for_batch(in[0], [&](size_t b) {
             const Dense& A = in[0][b];
             out[0][b] = matmul(A, p.transpose, A, !p.transpose, p.alpha);
-          }
+          });
         },
     .backward =
         [](const OpAttrs& a, const std::vector<Mats>& og, const std::vector<Mats>& in,
            const std::vector<Mats>&, std::vector<Mats>& ig) {
           const auto& p = a.param<SyrkParam>();
-          for (size_t b = 0; b < og[0].size(); ++b) {
+          for_batch(og[0], [&](size_t b) {
             const Dense &g = og[0][b], &A = in[0][b];
             if (p.transpose) {
               const Dense t = matmul(A, false, g, false, p.alpha);
@@ -161,7 +163,7 @@ const LaSpec kSyrk{
               const Dense t = matmul(g, false, A, false, p.alpha);
               ig[0][b] = matmul(g, true, A, false, p.alpha, &t, 1.0);
             }
-          }
+          });
         },
 };
 

@@ -33,19 +33,19 @@ const LaSpec kGelqf{
     .row_axis = nullptr,
     .forward =
         [](const OpAttrs&, const std::vector<Mats>& in, std::vector<Mats>& out) {
-          for (size_t b = 0; b < in[0].size(); ++b) lq(in[0][b], &out[0][b], &out[1][b]);
+          for_batch(in[0], [&](size_t b) { lq(in[0][b], &out[0][b], &out[1][b]); });
         },
     .backward =
         [](const OpAttrs&, const std::vector<Mats>& og, const std::vector<Mats>&,
            const std::vector<Mats>& out, std::vector<Mats>& ig) {
-          for (size_t b = 0; b < og[0].size(); ++b) {
+          for_batch(og[0], [&](size_t b) {
             const Dense &dQ = og[0][b], &dL = og[1][b], &Q = out[0][b], &L = out[1][b];
             Dense m = trmm(L, dL, 1.0, false, true, true);
             m = matmul(dQ, false, Q, true, -1.0, &m, 1.0);
             mirror_triangle(m, false);
             const Dense d = matmul(m, false, Q, false, 1.0, &dQ, 1.0);
             ig[0][b] = trsm(L, d, 1.0, false, true, true);
-          }
+          });
         },
 };
 
@@ -69,16 +69,16 @@ const LaSpec kSyevd{
     .row_axis = nullptr,
     .forward =
         [](const OpAttrs&, const std::vector<Mats>& in, std::vector<Mats>& out) {
-          for (size_t b = 0; b < in[0].size(); ++b) {
+          for_batch(in[0], [&](size_t b) {
             std::vector<double> w;
             syevd(in[0][b], &out[0][b], &w);
             for (size_t i = 0; i < w.size(); ++i) out[1][b](0, static_cast<int64_t>(i)) = w[i];
-          }
+          });
         },
     .backward =
         [](const OpAttrs&, const std::vector<Mats>& og, const std::vector<Mats>&,
            const std::vector<Mats>& out, std::vector<Mats>& ig) {
-          for (size_t b = 0; b < og[0].size(); ++b) {
+          for_batch(og[0], [&](size_t b) {
             const Dense &dU = og[0][b], &dL = og[1][b], &U = out[0][b], &L = out[1][b];
             const int64_t n = U.r;
             const Dense x = matmul(dU, false, U, true);
@@ -91,7 +91,7 @@ const LaSpec kSyevd{
               y(i, i) = dL(0, i);
             }
             ig[0][b] = matmul(matmul(U, true, y, false), false, U, false);
-          }
+          });
         },
 };
 

@@ -82,18 +82,19 @@ const LaSpec kGemm{
     .forward =
         [](const OpAttrs& a, const std::vector<Mats>& in, std::vector<Mats>& out) {
           const auto& p = a.param<GemmParam>();
-          for (size_t b = 0; b < in[0].size(); ++b)
+          for_batch(in[0], [&](size_t b) {
             out[0][b] = matmul(in[0][b], p.transpose_a, in[1][b], p.transpose_b, p.alpha,
                                &in[2][b], p.beta);
+          });
         },
     .backward =
         [](const OpAttrs& a, const std::vector<Mats>& og, const std::vector<Mats>& in,
            const std::vector<Mats>&, std::vector<Mats>& ig) {
           const auto& p = a.param<GemmParam>();
-          for (size_t b = 0; b < og[0].size(); ++b) {
+          for_batch(og[0], [&](size_t b) {
             gemm_grads(p, og[0][b], in[0][b], in[1][b], &ig[0][b], &ig[1][b]);
             ig[2][b] = axpby(p.beta, og[0][b], 0.0, og[0][b]);
-          }
+          });
         },
 };
 
@@ -104,15 +105,17 @@ const LaSpec kGemm2{
     .forward =
         [](const OpAttrs& a, const std::vector<Mats>& in, std::vector<Mats>& out) {
           const auto& p = a.param<GemmParam>();
-          for (size_t b = 0; b < in[0].size(); ++b)
+          for_batch(in[0], [&](size_t b) {
             out[0][b] = matmul(in[0][b], p.transpose_a, in[1][b], p.transpose_b, p.alpha);
+          });
         },
     .backward =
         [](const OpAttrs& a, const std::vector<Mats>& og, const std::vector<Mats>& in,
            const std::vector<Mats>&, std::vector<Mats>& ig) {
           const auto& p = a.param<GemmParam>();
-          for (size_t b = 0; b < og[0].size(); ++b)
+          for_batch(og[0], [&](size_t b) {
             gemm_grads(p, og[0][b], in[0][b], in[1][b], &ig[0][b], &ig[1][b]);
+          });
         },
 };
 

@@ -64,18 +64,19 @@ const LaSpec kInverse{
     .row_axis = nullptr,
     .forward =
         [](const OpAttrs& a, const std::vector<Mats>& in, std::vector<Mats>& out) {
-          for (size_t b = 0; b < in[0].size(); ++b)
+          for_batch(in[0], [&](size_t b) {
             if (!inverse(in[0][b], &out[0][b]))
               throw Error(la_label(a) + ": matrix " + std::to_string(b) +
                           " of input A is singular");
+          });
         },
     .backward =
         [](const OpAttrs&, const std::vector<Mats>& og, const std::vector<Mats>&,
            const std::vector<Mats>& out, std::vector<Mats>& ig) {
-          for (size_t b = 0; b < og[0].size(); ++b) {
+          for_batch(og[0], [&](size_t b) {
             const Dense& B = out[0][b];
             ig[0][b] = matmul(B, true, matmul(og[0][b], false, B, true), false, -1.0);
-          }
+          });
         },
 };
 
@@ -85,19 +86,19 @@ const LaSpec kDet{
     .row_axis = nullptr,
     .forward =
         [](const OpAttrs&, const std::vector<Mats>& in, std::vector<Mats>& out) {
-          for (size_t b = 0; b < in[0].size(); ++b) {
+          for_batch(in[0], [&](size_t b) {
             double s, l;
             signed_logdet(in[0][b], &s, &l);
             out[0][b](0, 0) = s * std::exp(l);
-          }
+          });
         },
     .backward =
         [](const OpAttrs&, const std::vector<Mats>& og, const std::vector<Mats>& in,
            const std::vector<Mats>& out, std::vector<Mats>& ig) {
-          for (size_t b = 0; b < og[0].size(); ++b) {
+          for_batch(og[0], [&](size_t b) {
             const double det = out[0][b](0, 0);
             ig[0][b] = scaled_inverse_t(in[0][b], og[0][b](0, 0) * det, det == 0.0);
-          }
+          });
         },
 };
 
@@ -107,16 +108,17 @@ const LaSpec kSlogdet{
     .row_axis = nullptr,
     .forward =
         [](const OpAttrs&, const std::vector<Mats>& in, std::vector<Mats>& out) {
-          for (size_t b = 0; b < in[0].size(); ++b)
+          for_batch(in[0], [&](size_t b) {
             signed_logdet(in[0][b], &out[0][b](0, 0), &out[1][b](0, 0));
+          });
         },
     .backward =
         [](const OpAttrs&, const std::vector<Mats>& og, const std::vector<Mats>& in,
            const std::vector<Mats>& out, std::vector<Mats>& ig) {
-          for (size_t b = 0; b < og[1].size(); ++b) {
+          for_batch(og[1], [&](size_t b) {
             const double l = out[1][b](0, 0);
             ig[0][b] = scaled_inverse_t(in[0][b], og[1][b](0, 0), std::isinf(l) && l < 0);
-          }
+          });
         },
 };
 

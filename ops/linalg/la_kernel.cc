@@ -2,6 +2,8 @@
 #include "ops/linalg/la_kernel.h"
 
 #include <algorithm>
+#include <exception>
+#include <mutex>
 
 #include "ops/tensor/dtype_kernels.h"
 
@@ -14,6 +16,28 @@ std::string la_label(const OpAttrs& a) {
 std::vector<int64_t> leading(const Shape& s, int rank) {
   std::vector<int64_t> d(s.dims().begin(), s.dims().end() - std::min(rank, s.ndim()));
   return d;
+}
+
+void for_batch(const Mats& like, const std::function<void(size_t)>& fn) {
+  const int64_t n = static_cast<int64_t>(like.size());
+  if (n == 0) return;
+  const int64_t r = like[0].r, c = like[0].c;
+  if (n < 2 || n * r * c * std::max(r, c) < (int64_t{1} << 16)) {
+    for (int64_t b = 0; b < n; ++b) fn(static_cast<size_t>(b));
+    return;
+  }
+  std::exception_ptr err;
+  std::mutex mu;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t b = 0; b < n; ++b) {
+    try {
+      fn(static_cast<size_t>(b));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!err) err = std::current_exception();
+    }
+  }
+  if (err) std::rethrow_exception(err);
 }
 
 namespace {

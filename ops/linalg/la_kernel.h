@@ -35,6 +35,11 @@ struct LaSpec {
   LaBackward backward;
 };
 
+/// Runs fn(b) for every matrix b of `like` (a batch the loop reads), in parallel over the
+/// batch when the work (about n * r * c * max(r, c)) is large enough to pay for the threads.
+/// An exception thrown by fn (a failed factorization) is rethrown after the loop.
+void for_batch(const Mats& like, const std::function<void(size_t)>& fn);
+
 /// The kernel factory for an op described by `spec` (which must outlive the registry).
 KernelFactory la_kernel(const LaSpec* spec);
 

@@ -61,20 +61,21 @@ const LaSpec kTrmm{
     .forward =
         [](const OpAttrs& a, const std::vector<Mats>& in, std::vector<Mats>& out) {
           const auto& p = a.param<TriParam>();
-          for (size_t b = 0; b < in[0].size(); ++b)
+          for_batch(in[0], [&](size_t b) {
             out[0][b] = trmm(in[0][b], in[1][b], p.alpha, p.rightside, p.lower, p.transpose);
+          });
         },
     .backward =
         [](const OpAttrs& a, const std::vector<Mats>& og, const std::vector<Mats>& in,
            const std::vector<Mats>&, std::vector<Mats>& ig) {
           const auto& p = a.param<TriParam>();
           const bool t = p.transpose;
-          for (size_t b = 0; b < og[0].size(); ++b) {
+          for_batch(og[0], [&](size_t b) {
             const Dense &g = og[0][b], &B = in[1][b];
             ig[0][b] = p.rightside == t ? matmul(g, t, B, !t, p.alpha) : matmul(B, !t, g, t, p.alpha);
             zero_triangle(ig[0][b], !p.lower);
             ig[1][b] = trmm(in[0][b], g, p.alpha, p.rightside, p.lower, !t);
-          }
+          });
         },
 };
 
@@ -85,22 +86,23 @@ const LaSpec kTrsm{
     .forward =
         [](const OpAttrs& a, const std::vector<Mats>& in, std::vector<Mats>& out) {
           const auto& p = a.param<TriParam>();
-          for (size_t b = 0; b < in[0].size(); ++b)
+          for_batch(in[0], [&](size_t b) {
             out[0][b] = trsm(in[0][b], in[1][b], p.alpha, p.rightside, p.lower, p.transpose);
+          });
         },
     .backward =
         [](const OpAttrs& a, const std::vector<Mats>& og, const std::vector<Mats>& in,
            const std::vector<Mats>& out, std::vector<Mats>& ig) {
           const auto& p = a.param<TriParam>();
           const bool t = p.transpose;
-          for (size_t b = 0; b < og[0].size(); ++b) {
+          for_batch(og[0], [&](size_t b) {
             const Dense& C = out[0][b];
             ig[1][b] = trsm(in[0][b], og[0][b], p.alpha, p.rightside, p.lower, !t);
             const Dense& dB = ig[1][b];
             const double scale = -1.0 / p.alpha;
             ig[0][b] = p.rightside == t ? matmul(dB, t, C, !t, scale) : matmul(C, !t, dB, t, scale);
             zero_triangle(ig[0][b], !p.lower);
-          }
+          });
         },
 };
 

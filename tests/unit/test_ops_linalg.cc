@@ -549,5 +549,26 @@ TEST(LinalgOps, SyevdGradientSymmetric) {
   check_symmetric_grad("_linalg_syevd", {}, {2, 1, 0.5, 1, -3, 0.2, 0.5, 0.2, 5}, 3);
 }
 
+// A batch large enough for the parallel loop: every matrix equals its own single-matrix run,
+// and a failing matrix inside the parallel region still raises the op's error.
+TEST(LinalgOps, ParallelBatchMatchesSingleAndRethrows) {
+  const int64_t nb = 64, n = 16;
+  std::vector<double> all;
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        all.push_back(i == j ? n + 1.0 + b : 1.0 / (1.0 + static_cast<double>(i + j + b)));
+  ImperativeOp batch("_linalg_potrf", {}, {Shape{nb, n, n}}, {DType::kFloat64});
+  const NDArray out = batch.forward({f64(Shape{nb, n, n}, all)})[0];
+  ImperativeOp one("_linalg_potrf", {}, {Shape{n, n}}, {DType::kFloat64});
+  for (int64_t b : {int64_t{0}, int64_t{37}, nb - 1}) {
+    const std::vector<double> m(all.begin() + b * n * n, all.begin() + (b + 1) * n * n);
+    const NDArray r = one.forward({f64(Shape{n, n}, m)})[0];
+    for (int64_t k = 0; k < n * n; ++k) ASSERT_EQ(out.at(b * n * n + k), r.at(k)) << b << " " << k;
+  }
+  all[static_cast<size_t>(40 * n * n)] = -1.0;  // matrix 40 is no longer positive definite
+  EXPECT_THROW(batch.forward({f64(Shape{nb, n, n}, all)}), Error);
+}
+
 }  // namespace
 }  // namespace loom::test
