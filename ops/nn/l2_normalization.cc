@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/infer.h"
+#include "ops/nn/nn_dtype.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace loom {
@@ -43,52 +44,62 @@ void infer_l2norm(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& 
                      (mode == "instance" ? "2" : "3") + " or more dimensions, got " + s.str());
 }
 
+// float32, float64 and float16, sums in double, values in compute_t<T>.
 class L2NormKernel final : public Kernel {
  public:
   explicit L2NormKernel(const KernelArgs& a)
       : eps_(a.attrs.param<L2NormParam>().eps),
-        g_(groups_of(a.attrs.param<L2NormParam>().mode, a.in_shapes[0])) {
-    tensor::check_f32(a);
-  }
+        g_(groups_of(a.attrs.param<L2NormParam>().mode, a.in_shapes[0])),
+        t_(a.in_types[0]),
+        what_("node '" + a.attrs.name + "' (op L2Normalization)") {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float* x = in[0].cdata<float>();
-    float* y = out[0].data<float>();
-    const bool add = req[0] == Req::kAdd;
-    each_group([&](int64_t base, int64_t stride) {
-      double ss = 0;
-      for (int64_t r = 0; r < g_.reduced; ++r) ss += double(x[base + r * stride]) * x[base + r * stride];
-      const float inv = static_cast<float>(1.0 / std::sqrt(ss + eps_));
-      for (int64_t r = 0; r < g_.reduced; ++r) {
-        float v = x[base + r * stride] * inv;
-        y[base + r * stride] = add ? y[base + r * stride] + v : v;
-      }
-    });
+    nn::dispatch_floats(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      const T* x = in[0].cdata<T>();
+      T* y = out[0].data<T>();
+      const bool add = req[0] == Req::kAdd;
+      each_group([&](int64_t base, int64_t stride) {
+        double ss = 0;
+        for (int64_t r = 0; r < g_.reduced; ++r) {
+          const double v = double(nn::ld(x, base + r * stride));
+          ss += v * v;
+        }
+        const C inv = static_cast<C>(1.0 / std::sqrt(ss + eps_));
+        for (int64_t r = 0; r < g_.reduced; ++r)
+          nn::st(y, base + r * stride, nn::ld(x, base + r * stride) * inv, add);
+      });
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    const float *x = in[0].cdata<float>(), *g = og[0].cdata<float>();
-    float* dx = ig[0].data<float>();
-    const bool add = req[0] == Req::kAdd;
-    each_group([&](int64_t base, int64_t stride) {
-      double ss = 0, gx = 0;
-      for (int64_t r = 0; r < g_.reduced; ++r) {
-        const int64_t k = base + r * stride;
-        ss += double(x[k]) * x[k];
-        gx += double(g[k]) * x[k];
-      }
-      const double norm2 = ss + eps_, inv = 1.0 / std::sqrt(norm2);
-      // dx = g / n - x * sum(g x) / n^3
-      const float a = static_cast<float>(inv), b = static_cast<float>(gx * inv / norm2);
-      for (int64_t r = 0; r < g_.reduced; ++r) {
-        const int64_t k = base + r * stride;
-        float v = g[k] * a - x[k] * b;
-        dx[k] = add ? dx[k] + v : v;
-      }
-    });
+    nn::dispatch_floats(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      const T *x = in[0].cdata<T>(), *g = og[0].cdata<T>();
+      T* dx = ig[0].data<T>();
+      const bool add = req[0] == Req::kAdd;
+      each_group([&](int64_t base, int64_t stride) {
+        double ss = 0, gx = 0;
+        for (int64_t r = 0; r < g_.reduced; ++r) {
+          const int64_t k = base + r * stride;
+          const double xv = double(nn::ld(x, k));
+          ss += xv * xv;
+          gx += double(nn::ld(g, k)) * xv;
+        }
+        const double norm2 = ss + eps_, inv = 1.0 / std::sqrt(norm2);
+        // dx = g / n - x * sum(g x) / n^3
+        const C a = static_cast<C>(inv), b = static_cast<C>(gx * inv / norm2);
+        for (int64_t r = 0; r < g_.reduced; ++r) {
+          const int64_t k = base + r * stride;
+          nn::st(dx, k, nn::ld(g, k) * a - nn::ld(x, k) * b, add);
+        }
+      });
+    }, what_);
   }
 
  private:
@@ -104,7 +115,11 @@ class L2NormKernel final : public Kernel {
   }
   double eps_;
   Groups g_;
+  DType t_;
+  std::string what_;
 };
+
+LOOM_CPU_DTYPES("L2Normalization", kDTypePolicyFloats);
 
 LOOM_REGISTER_OP("L2Normalization")
     .describe("Divides the input by its L2 norm per sample, channel or spatial group.")

@@ -36,6 +36,21 @@ Act act_from_name(const std::string& n) {
 }
 
 
+// MXNet broadcasts prelu's gamma over data axes 0 and 1 only: gamma's dims align with those
+// from the right, each equal or 1 ((C,) -> (1, C), (N, C) -> (N, C), (1,) -> shared).
+// Returns gamma's extent along axes 0 and 1; throws ShapeError when it does not fit.
+std::pair<int64_t, int64_t> prelu_gamma_dims(const Shape& gamma, const Shape& data,
+                                             const std::string& what) {
+  int64_t e[2] = {1, 1};
+  int s = gamma.ndim() - 1;
+  for (int i = 1; i >= 0 && s >= 0; --i)
+    if (data[i] == gamma[s] || gamma[s] == 1) e[i] = gamma[s--];
+  if (s != -1)
+    throw ShapeError(what + ": cannot broadcast gamma " + gamma.str() + " to data " + data.str() +
+                     " (gamma spans data axes 0 and 1 only)");
+  return {e[0], e[1]};
+}
+
 void leaky_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
   const auto& p = a.param<LeakyParam>();
   merge_shape(in[0], out[0], input_label(a, 0));
@@ -44,13 +59,10 @@ void leaky_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Sha
     if (p.act_type == "rrelu") out[1] = in[0];
   }
   if (p.act_type == "prelu" && in[0].ndim() >= 2 && in[1].ndim() == 0) in[1] = Shape{in[0][1]};
-  if (p.act_type == "prelu" && in[0].ndim() >= 2 && in[1].known() &&
-      !(in[1] == Shape{1} || in[1] == Shape{in[0][1]}))
-    throw ShapeError(input_label(a, 1) + ": expected (1,) or " + Shape{in[0][1]}.str() + ", got " +
-                     in[1].str());
+  if (p.act_type == "prelu" && in[0].ndim() >= 2 && in[1].known())
+    prelu_gamma_dims(in[1], in[0], input_label(a, 1));
 }
 
-// Every dtype of the policy computes in compute_t<T> (float for float16, as MXNet does).
 class LeakyKernel final : public Kernel {
  public:
   explicit LeakyKernel(const KernelArgs& a)
@@ -62,7 +74,9 @@ class LeakyKernel final : public Kernel {
       if (s.ndim() < 2) throw ShapeError(what_ + ": prelu needs at least 2-d data");
       channels_ = s[1];
       inner_ = n_ / (s[0] * s[1]);
-      shared_gamma_ = a.in_shapes[1].numel() == 1;
+      auto [g0, g1] = prelu_gamma_dims(a.in_shapes[1], s, what_);
+      gamma_n_ = g0;
+      gamma_c_ = g1;
     }
   }
 
@@ -166,34 +180,31 @@ class LeakyKernel final : public Kernel {
     }
   }
 
-  int64_t gamma_index(int64_t i) const { return shared_gamma_ ? 0 : (i / inner_) % channels_; }
-  // dγ_c = Σ over channel c of g·x where x ≤ 0.
+  // gamma's element for data element i (gamma is (gamma_n_, gamma_c_), each 1 or full).
+  int64_t gamma_index(int64_t i) const {
+    const int64_t c = gamma_c_ == 1 ? 0 : (i / inner_) % channels_;
+    const int64_t n = gamma_n_ == 1 ? 0 : i / (inner_ * channels_);
+    return n * gamma_c_ + c;
+  }
+  // dγ = Σ of g·x where x ≤ 0 over the data elements each gamma element covers.
   template <class T>
   void prelu_gamma_grad(const T* g, const T* x, const NDArray& dgamma, Req req) const {
-    std::vector<double> acc(static_cast<size_t>(channels_), 0.0);
+    std::vector<double> acc(static_cast<size_t>(gamma_n_ * gamma_c_), 0.0);
     for (int64_t i = 0; i < n_; ++i)
       if (nn::ld(x, i) <= 0)
-        acc[static_cast<size_t>((i / inner_) % channels_)] +=
+        acc[static_cast<size_t>(gamma_index(i))] +=
             static_cast<double>(nn::ld(g, i)) * static_cast<double>(nn::ld(x, i));
     T* dg = dgamma.data<T>();
     bool add = nn::is_add(req);
-    using C = compute_t<T>;
-    if (shared_gamma_) {
-      double total = 0;
-      for (double v : acc) total += v;
-      nn::st(dg, 0, static_cast<C>(total), add);
-      return;
-    }
-    for (int64_t c = 0; c < channels_; ++c)
-      nn::st(dg, c, static_cast<C>(acc[static_cast<size_t>(c)]), add);
+    for (size_t c = 0; c < acc.size(); ++c)
+      nn::st(dg, static_cast<int64_t>(c), static_cast<compute_t<T>>(acc[c]), add);
   }
 
   LeakyParam p_;
   Act act_;
   DType dtype_;
   std::string what_;
-  int64_t n_ = 0, channels_ = 1, inner_ = 1;
-  bool shared_gamma_ = false;
+  int64_t n_ = 0, channels_ = 1, inner_ = 1, gamma_n_ = 1, gamma_c_ = 1;
 };
 
 LOOM_CPU_DTYPES("LeakyReLU", kDTypePolicyFloats);

@@ -3,6 +3,7 @@
 #include "ops/infer.h"
 #include "ops/tensor/gemm.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/half_buffer.h"
 
 namespace loom {
 namespace {
@@ -45,51 +46,73 @@ class BatchDotKernel final : public Kernel {
  public:
   explicit BatchDotKernel(const KernelArgs& a)
       : p_(a.attrs.param<BatchDotParam>()), d_(batch_dims(a.attrs, a.in_shapes[0], a.in_shapes[1])) {
-    const DType t = tensor::check_dtypes(a, tensor::dtype_bit(DType::kFloat32) | tensor::dtype_bit(DType::kFloat64));
-    f64_ = t == DType::kFloat64;
+    t_ = tensor::check_dtypes(a, tensor::kFloatDTypes);
   }
+  // float16 computes in float on float copies (as MXNet's CPU batch_dot does).
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    if (f64_) fwd<double>(in, req, out);
-    else fwd<float>(in, req, out);
+    if (req[0] == Req::kNull) return;
+    if (t_ == DType::kFloat64)
+      fwd(in[0].cdata<double>(), in[1].cdata<double>(), out[0].data<double>(), req[0] == Req::kAdd);
+    else if (t_ == DType::kFloat32)
+      fwd(in[0].cdata<float>(), in[1].cdata<float>(), out[0].data<float>(), req[0] == Req::kAdd);
+    else {
+      auto l = tensor::half_to_float(in[0]), r = tensor::half_to_float(in[1]);
+      std::vector<float> y(static_cast<size_t>(out[0].size()));
+      fwd(l.data(), r.data(), y.data(), false);
+      tensor::store_half(y, out[0], req[0]);
+    }
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    if (f64_) bwd<double>(og, in, req, ig);
-    else bwd<float>(og, in, req, ig);
+    if (t_ == DType::kFloat64) {
+      bwd(og[0].cdata<double>(), in[0].cdata<double>(), in[1].cdata<double>(),
+          req[0] == Req::kNull ? nullptr : ig[0].data<double>(),
+          req[1] == Req::kNull ? nullptr : ig[1].data<double>(), req[0] == Req::kAdd,
+          req[1] == Req::kAdd);
+    } else if (t_ == DType::kFloat32) {
+      bwd(og[0].cdata<float>(), in[0].cdata<float>(), in[1].cdata<float>(),
+          req[0] == Req::kNull ? nullptr : ig[0].data<float>(),
+          req[1] == Req::kNull ? nullptr : ig[1].data<float>(), req[0] == Req::kAdd,
+          req[1] == Req::kAdd);
+    } else {
+      auto g = tensor::half_to_float(og[0]), l = tensor::half_to_float(in[0]),
+           r = tensor::half_to_float(in[1]);
+      std::vector<float> dl(l.size()), dr(r.size());
+      bwd(g.data(), l.data(), r.data(), req[0] == Req::kNull ? nullptr : dl.data(),
+          req[1] == Req::kNull ? nullptr : dr.data(), false, false);
+      tensor::store_half(dl, ig[0], req[0]);
+      tensor::store_half(dr, ig[1], req[1]);
+    }
   }
 
  private:
   template <class T>
-  void fwd(std::span<const NDArray> in, std::span<const Req> req, std::span<const NDArray> out) {
-    if (req[0] == Req::kNull) return;
-    const T *l = in[0].cdata<T>(), *r = in[1].cdata<T>();
-    T* y = out[0].data<T>();
+  void fwd(const T* l, const T* r, T* y, bool add) {
     for (int64_t b = 0; b < d_.b; ++b)
       tensor::gemm(p_.transpose_a, p_.transpose_b, d_.m, d_.n, d_.k, l + b * d_.m * d_.k,
-                   r + b * d_.k * d_.n, y + b * d_.m * d_.n, req[0] == Req::kAdd);
+                   r + b * d_.k * d_.n, y + b * d_.m * d_.n, add);
   }
+  // dl / dr null: not requested.
   template <class T>
-  void bwd(std::span<const NDArray> og, std::span<const NDArray> in, std::span<const Req> req,
-           std::span<const NDArray> ig) {
-    const T *g = og[0].cdata<T>(), *l = in[0].cdata<T>(), *r = in[1].cdata<T>();
+  void bwd(const T* g, const T* l, const T* r, T* dl0, T* dr0, bool add_l, bool add_r) {
     const int64_t m = d_.m, n = d_.n, k = d_.k, mk = m * k, kn = k * n, mn = m * n;
     for (int64_t b = 0; b < d_.b; ++b) {
       const T *gb = g + b * mn, *lb = l + b * mk, *rb = r + b * kn;
-      if (req[0] != Req::kNull) {
-        T* dl = ig[0].data<T>() + b * mk;
+      if (dl0) {
+        T* dl = dl0 + b * mk;
         if (!p_.transpose_a)
-          tensor::gemm(false, !p_.transpose_b, m, k, n, gb, rb, dl, req[0] == Req::kAdd);
+          tensor::gemm(false, !p_.transpose_b, m, k, n, gb, rb, dl, add_l);
         else
-          tensor::gemm(p_.transpose_b, true, k, m, n, rb, gb, dl, req[0] == Req::kAdd);
+          tensor::gemm(p_.transpose_b, true, k, m, n, rb, gb, dl, add_l);
       }
-      if (req[1] != Req::kNull) {
-        T* dr = ig[1].data<T>() + b * kn;
+      if (dr0) {
+        T* dr = dr0 + b * kn;
         if (!p_.transpose_b)
-          tensor::gemm(!p_.transpose_a, false, k, n, m, lb, gb, dr, req[1] == Req::kAdd);
+          tensor::gemm(!p_.transpose_a, false, k, n, m, lb, gb, dr, add_r);
         else
-          tensor::gemm(true, p_.transpose_a, n, k, m, gb, lb, dr, req[1] == Req::kAdd);
+          tensor::gemm(true, p_.transpose_a, n, k, m, gb, lb, dr, add_r);
       }
     }
   }
@@ -97,8 +120,10 @@ class BatchDotKernel final : public Kernel {
  private:
   BatchDotParam p_;
   BatchDims d_;
-  bool f64_ = false;
+  DType t_ = DType::kFloat32;
 };
+
+LOOM_CPU_DTYPES("batch_dot", kDTypePolicyFloats);
 
 LOOM_REGISTER_OP("batch_dot")
     .describe("Batched matrix product of (B, M, K) and (B, K, N) arrays.")

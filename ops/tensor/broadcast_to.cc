@@ -134,6 +134,13 @@ LOOM_REGISTER_OP("broadcast_axis")
     .sample({.attrs = {{"axis", "-1"}, {"size", "5"}}, .in_shapes = {{3, 1}}});
 
 // ---- broadcast_like ----
+// The second input only lends its shape: any dtype (MXNet's *_like ops take an int32 rhs
+// with a float lhs); the output has the first input's dtype.
+void infer_type_like(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
+  merge_type(out[0], in[0], "output 0");
+  merge_type(in[0], out[0], input_label(a, 0));
+}
+
 struct BroadcastLikeParam {
   std::optional<Shape> lhs_axes, rhs_axes;
 };
@@ -171,6 +178,7 @@ LOOM_REGISTER_OP("broadcast_like")
     .params(kBroadcastLikeSchema)
     .inputs({"lhs", "rhs"})
     .shape_fn(infer_broadcast_like)
+    .type_fn(infer_type_like)
     .deps(GradDeps{.out_grad = true, .in_data = false, .out_data = false})
     .cpu<BroadcastToKernel>()
     .sample({.attrs = {}, .in_shapes = {{1, 3}, {4, 3}}})

@@ -5,6 +5,7 @@
 #include "ops/infer.h"
 #include "ops/tensor/gemm.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/half_buffer.h"
 
 namespace loom {
 namespace {
@@ -55,54 +56,79 @@ class DotKernel final : public Kernel {
  public:
   explicit DotKernel(const KernelArgs& a)
       : p_(a.attrs.param<DotParam>()), d_(dot_dims(a.attrs, a.in_shapes[0], a.in_shapes[1])) {
-    const DType t = tensor::check_dtypes(a, tensor::dtype_bit(DType::kFloat32) | tensor::dtype_bit(DType::kFloat64));
-    f64_ = t == DType::kFloat64;
+    t_ = tensor::check_dtypes(a, tensor::kFloatDTypes);
   }
+  // float16 computes in float on float copies (as MXNet's CPU dot does).
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    if (f64_) fwd<double>(in, req, out);
-    else fwd<float>(in, req, out);
+    if (req[0] == Req::kNull) return;
+    if (t_ == DType::kFloat64)
+      fwd(in[0].cdata<double>(), in[1].cdata<double>(), out[0].data<double>(), req[0] == Req::kAdd);
+    else if (t_ == DType::kFloat32)
+      fwd(in[0].cdata<float>(), in[1].cdata<float>(), out[0].data<float>(), req[0] == Req::kAdd);
+    else {
+      auto l = tensor::half_to_float(in[0]), r = tensor::half_to_float(in[1]);
+      std::vector<float> y(static_cast<size_t>(out[0].size()));
+      fwd(l.data(), r.data(), y.data(), false);
+      tensor::store_half(y, out[0], req[0]);
+    }
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    if (f64_) bwd<double>(og, in, req, ig);
-    else bwd<float>(og, in, req, ig);
+    if (t_ == DType::kFloat64) {
+      bwd(og[0].cdata<double>(), in[0].cdata<double>(), in[1].cdata<double>(),
+          req[0] == Req::kNull ? nullptr : ig[0].data<double>(),
+          req[1] == Req::kNull ? nullptr : ig[1].data<double>(), req[0] == Req::kAdd,
+          req[1] == Req::kAdd);
+    } else if (t_ == DType::kFloat32) {
+      bwd(og[0].cdata<float>(), in[0].cdata<float>(), in[1].cdata<float>(),
+          req[0] == Req::kNull ? nullptr : ig[0].data<float>(),
+          req[1] == Req::kNull ? nullptr : ig[1].data<float>(), req[0] == Req::kAdd,
+          req[1] == Req::kAdd);
+    } else {
+      auto g = tensor::half_to_float(og[0]), l = tensor::half_to_float(in[0]),
+           r = tensor::half_to_float(in[1]);
+      std::vector<float> dl(l.size()), dr(r.size());
+      bwd(g.data(), l.data(), r.data(), req[0] == Req::kNull ? nullptr : dl.data(),
+          req[1] == Req::kNull ? nullptr : dr.data(), false, false);
+      tensor::store_half(dl, ig[0], req[0]);
+      tensor::store_half(dr, ig[1], req[1]);
+    }
   }
 
  private:
   template <class T>
-  void fwd(std::span<const NDArray> in, std::span<const Req> req, std::span<const NDArray> out) {
-    if (req[0] == Req::kNull) return;
-    tensor::gemm(p_.transpose_a, p_.transpose_b, d_.m, d_.n, d_.k, in[0].cdata<T>(),
-                 in[1].cdata<T>(), out[0].data<T>(), req[0] == Req::kAdd);
+  void fwd(const T* l, const T* r, T* y, bool add) {
+    tensor::gemm(p_.transpose_a, p_.transpose_b, d_.m, d_.n, d_.k, l, r, y, add);
   }
+  // dl / dr null: not requested.
   template <class T>
-  void bwd(std::span<const NDArray> og, std::span<const NDArray> in, std::span<const Req> req,
-           std::span<const NDArray> ig) {
-    const T *g = og[0].cdata<T>(), *l = in[0].cdata<T>(), *r = in[1].cdata<T>();
+  void bwd(const T* g, const T* l, const T* r, T* dl, T* dr, bool add_l, bool add_r) {
     const int64_t m = d_.m, n = d_.n, k = d_.k;
-    if (req[0] != Req::kNull) {
+    if (dl) {
       // dL (M, K) = dY (M, N) op(R)^T; with transpose_a dL is (K, M) = op(R) dY^T.
       if (!p_.transpose_a)
-        tensor::gemm(false, !p_.transpose_b, m, k, n, g, r, ig[0].data<T>(), req[0] == Req::kAdd);
+        tensor::gemm(false, !p_.transpose_b, m, k, n, g, r, dl, add_l);
       else
-        tensor::gemm(p_.transpose_b, true, k, m, n, r, g, ig[0].data<T>(), req[0] == Req::kAdd);
+        tensor::gemm(p_.transpose_b, true, k, m, n, r, g, dl, add_l);
     }
-    if (req[1] != Req::kNull) {
+    if (dr) {
       // dR (K, N) = op(L)^T dY; with transpose_b dR is (N, K) = dY^T op(L).
       if (!p_.transpose_b)
-        tensor::gemm(!p_.transpose_a, false, k, n, m, l, g, ig[1].data<T>(), req[1] == Req::kAdd);
+        tensor::gemm(!p_.transpose_a, false, k, n, m, l, g, dr, add_r);
       else
-        tensor::gemm(true, p_.transpose_a, n, k, m, g, l, ig[1].data<T>(), req[1] == Req::kAdd);
+        tensor::gemm(true, p_.transpose_a, n, k, m, g, l, dr, add_r);
     }
   }
 
  private:
   DotParam p_;
   DotDims d_;
-  bool f64_ = false;
+  DType t_ = DType::kFloat32;
 };
+
+LOOM_CPU_DTYPES("dot", kDTypePolicyFloats);
 
 LOOM_REGISTER_OP("dot")
     .describe("Matrix product over the last axis of lhs and the first axis of rhs.")

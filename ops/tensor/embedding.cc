@@ -2,8 +2,8 @@
 // The indices get no gradient; the weight gradient accumulates the rows of the output
 // gradient at each looked-up index.
 #include "ops/infer.h"
+#include "ops/tensor/dtype_kernels.h"
 #include "ops/tensor/index_util.h"
-#include "ops/tensor/tensor_util.h"
 
 namespace loom {
 namespace {
@@ -43,50 +43,80 @@ void infer_embedding_type(const OpAttrs& a, std::vector<DType>& in, std::vector<
   merge_type(out[0], t, "output 0");
 }
 
+// Indices of any numeric dtype; weight and output of the `dtype` parameter's (the forward is
+// a row copy, exact in every dtype; the weight gradient needs a float dtype).
 class EmbeddingKernel final : public Kernel {
  public:
   explicit EmbeddingKernel(const KernelArgs& a)
       : rows_(a.attrs.param<EmbeddingParam>().input_dim),
         dim_(a.attrs.param<EmbeddingParam>().output_dim),
-        n_(a.in_shapes[0].numel()) {
-    tensor::check_f32(a);
-  }
+        n_(a.in_shapes[0].numel()),
+        it_(a.in_types[0]),
+        wt_(a.in_types[1]),
+        what_(tensor::node_label(a)) {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    const float* idx = in[0].data<float>();
-    const float* w = in[1].data<float>();
-    float* y = out[0].data<float>();
-    const bool add = req[0] == Req::kAdd;
+    const std::vector<int64_t> rows = row_indices(in[0]);
+    tensor::dispatch_numeric(wt_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* w = in[1].cdata<T>();
+      T* y = out[0].data<T>();
+      const bool add = req[0] == Req::kAdd;
 #pragma omp parallel for schedule(static) if (n_ * dim_ >= tensor::kParallelMin)
-    for (int64_t i = 0; i < n_; ++i) {
-      const float* row = w + row_of(idx[i]) * dim_;
-      float* dst = y + i * dim_;
-      for (int64_t j = 0; j < dim_; ++j) dst[j] = add ? dst[j] + row[j] : row[j];
-    }
+      for (int64_t i = 0; i < n_; ++i) {
+        const T* row = w + rows[static_cast<size_t>(i)] * dim_;
+        T* dst = y + i * dim_;
+        for (int64_t j = 0; j < dim_; ++j) dst[j] = add ? tensor::add_value<T>(dst[j], row[j]) : row[j];
+      }
+    }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[1] == Req::kNull) return;
-    if (req[1] != Req::kAdd) tensor::fill_req(ig[1], req[1], 0.f);
-    const float* idx = in[0].data<float>();
-    const float* g = og[0].data<float>();
-    float* dw = ig[1].data<float>();
-    // Serial over indices: repeated indices add into the same row.
-    for (int64_t i = 0; i < n_; ++i) {
-      float* dst = dw + row_of(idx[i]) * dim_;
-      const float* src = g + i * dim_;
-#pragma omp simd
-      for (int64_t j = 0; j < dim_; ++j) dst[j] += src[j];
-    }
+    const std::vector<int64_t> rows = row_indices(in[0]);
+    tensor::dispatch_float(wt_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      // Summed in the compute type, stored once (float16 rounds once per element).
+      std::vector<C> acc(static_cast<size_t>(rows_ * dim_), C(0));
+      const T* g = og[0].cdata<T>();
+      for (int64_t i = 0; i < n_; ++i) {  // serial: repeated indices add into one row
+        C* dst = acc.data() + rows[static_cast<size_t>(i)] * dim_;
+        for (int64_t j = 0; j < dim_; ++j) dst[j] += static_cast<C>(g[i * dim_ + j]);
+      }
+      T* dw = ig[1].data<T>();
+      const bool add = req[1] == Req::kAdd;
+      for (size_t k = 0; k < acc.size(); ++k)
+        dw[k] = T(add ? static_cast<C>(dw[k]) + acc[k] : acc[k]);
+    }, what_);
   }
 
  private:
-  // MXNet truncates the float index toward zero and clips it into [0, input_dim).
-  int64_t row_of(float v) const { return tensor::clip_index(v, rows_); }
+  // MXNet truncates the index toward zero and clips it into [0, input_dim).
+  std::vector<int64_t> row_indices(const NDArray& idx) const {
+    std::vector<int64_t> r(static_cast<size_t>(n_));
+    tensor::dispatch_numeric(it_, [&](auto tag) {
+      using I = typename decltype(tag)::type;
+      const I* p = idx.cdata<I>();
+      for (int64_t i = 0; i < n_; ++i) {
+        const double v = static_cast<double>(p[i]);
+        r[static_cast<size_t>(i)] = !(v > 0) ? 0 : v >= static_cast<double>(rows_ - 1) ? rows_ - 1
+                                                                            : static_cast<int64_t>(v);
+      }
+    }, what_);
+    return r;
+  }
   int64_t rows_, dim_, n_;
+  DType it_, wt_;
+  std::string what_;
 };
+
+LOOM_CPU_DTYPES("Embedding",
+                {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kUint8, DType::kInt8,
+                 DType::kInt32, DType::kInt64},
+                {.any_inputs = {0}});
 
 LOOM_REGISTER_OP("Embedding")
     .describe("Maps integer indices to rows of a (input_dim, output_dim) weight matrix.")

@@ -249,6 +249,13 @@ LOOM_REGISTER_OP("squeeze")
     .sample({.attrs = {{"axis", "(0, -1)"}}, .in_shapes = {{1, 4, 1}}});
 
 // ---- reshape_like ----
+// The second input only lends its shape: any dtype (MXNet's *_like ops take an int32 rhs
+// with a float lhs); the output has the first input's dtype.
+void infer_type_like(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
+  merge_type(out[0], in[0], "output 0");
+  merge_type(in[0], out[0], input_label(a, 0));
+}
+
 struct ReshapeLikeParam {
   std::optional<int64_t> lhs_begin, lhs_end, rhs_begin, rhs_end;
 };
@@ -293,6 +300,7 @@ LOOM_REGISTER_OP("reshape_like")
     .params(kReshapeLikeSchema)
     .inputs({"lhs", "rhs"})
     .shape_fn(infer_reshape_like)
+    .type_fn(infer_type_like)
     .deps(GradDeps{true, false, false})
     .inplace_pairs({{0, 0}})
     .cpu<ViewKernel>()

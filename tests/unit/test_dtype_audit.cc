@@ -38,6 +38,11 @@ namespace {
 
 // Same exclusions as the sweep (no static samples, or no kernel of their own).
 const std::set<std::string> kNoSampleOps = {"Custom", "_loom_gradients"};
+// Ops whose integer results differ from the float32 ones by MXNet's own design (checked
+// against MXNet 1.9.1): the int32 variant is skipped for them.
+//  - _histogram: bin positions are computed in the input dtype ([-4,-1,0,1,3,0,0] int32 in
+//    4 bins over (-1.5, 1.5) gives [1 0 0 4] in MXNet, [1 0 3 1] for float32).
+const std::set<std::string> kIntSemanticsOps = {"_histogram"};
 
 std::string kind_of(const OpSample& s, size_t i) {
   return i < s.in_kinds.size() && !s.in_kinds[i].empty() ? s.in_kinds[i] : "normal";
@@ -225,7 +230,8 @@ TEST(DTypeAudit, EveryOpRefusesOrComputesRight) {
       bool has_labels = false;
       for (size_t j = 0; j < s.in_shapes.size(); ++j) has_labels |= is_label_kind(kind_of(s, j));
       for (const Variant& v : kVariants) {
-        if (v.data == DType::kInt32 && !int_friendly(s)) continue;
+        if (v.data == DType::kInt32 && (!int_friendly(s) || kIntSemanticsOps.count(op->name)))
+          continue;
         if (v.data == DType::kFloat32 && !has_labels) continue;
         std::string r;
         if (std::getenv("LOOM_DTYPE_AUDIT_VERBOSE"))

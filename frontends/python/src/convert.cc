@@ -46,7 +46,20 @@ py::object dtype_to_numpy_type(DType t) { return dtype_to_numpy(t).attr("type");
 DType dtype_from_py(py::handle h, DType fallback) {
   if (h.is_none()) return fallback;
   if (py::isinstance<py::int_>(h)) return dtype_from_flag(py::cast<int>(h));
-  if (py::isinstance<py::str>(h)) return dtype_from_string(py::cast<std::string>(h));
+  if (py::isinstance<py::str>(h)) {
+    const std::string name = py::cast<std::string>(h);
+    try {
+      return dtype_from_string(name);
+    } catch (const ParamError&) {  // other NumPy spellings ('half', 'f8', 'i4'), as MXNet takes
+      std::string np_name;
+      try {
+        np_name = py::cast<std::string>(py::dtype(name).attr("name"));
+      } catch (const py::error_already_set&) {
+        throw ParamError("unknown dtype '" + name + "'");
+      }
+      return dtype_from_string(np_name);
+    }
+  }
   py::dtype dt = py::dtype::from_args(py::reinterpret_borrow<py::object>(h));
   return dtype_from_string(py::cast<std::string>(dt.attr("name")));
 }
