@@ -112,3 +112,12 @@ for i, kw in enumerate([dict(pooled_size=(2, 3), spatial_scale=1.0),
                "theta": ("uniform", 0.0, 180.0)},
          no_grad=["data", "bidx", "cxy", "wh", "theta"], train=False, tol=(1e-4, 1e-4),
          note="MXNet 1.9.1 registers no gradient for RROIAlign: inference only")
+
+for i, kw in enumerate([dict(spatial_scale=0.5, output_dim=2, pooled_size=2),
+                        dict(spatial_scale=1.0, output_dim=1, pooled_size=3, group_size=2)]):
+    case("PSROIPooling%d" % i,
+         lambda mx, kw=kw: mx.sym.contrib.PSROIPooling(V(mx), _rois_wh(mx), name="psroi", **kw),
+         {"data": (2, 8, 8, 8), "bidx": (3, 1), "xy": (3, 2), "wh": (3, 2)},
+         ["_contrib_PSROIPooling"],
+         init={"bidx": ("int", 0, 2), "xy": ("uniform", 0.0, 6.0), "wh": ("uniform", 0.5, 6.0)},
+         no_grad=["bidx", "xy", "wh"], tol=(1e-4, 1e-4))

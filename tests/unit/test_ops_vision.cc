@@ -153,6 +153,38 @@ std::vector<NDArray> ref_rroialign(const RefCall& c) {
 }
 LOOM_OP_REFERENCE("_contrib_RROIAlign", ref_rroialign);
 
+std::vector<NDArray> ref_psroi(const RefCall& c) {
+  const NDArray &x = c.in[0], &r = c.in[1];
+  const Shape &s = x.shape(), &o = c.out_shapes[0];
+  const double sc = static_cast<float>(parse_float(c.attrs.dict.at("spatial_scale")));
+  const int64_t P = o[2];
+  int64_t G = parse_int(attr(c.attrs.dict, "group_size", "0"));
+  if (G == 0) G = P;
+  NDArray y = NDArray::zeros(o);
+  for (int64_t n = 0; n < o[0]; ++n) {
+    const int64_t b = static_cast<int64_t>(r.at(n * 5));
+    const double sw = std::round(r.at(n * 5 + 1)) * sc, sh = std::round(r.at(n * 5 + 2)) * sc;
+    const double ew = (std::round(r.at(n * 5 + 3)) + 1) * sc, eh = (std::round(r.at(n * 5 + 4)) + 1) * sc;
+    const double bw = std::max(ew - sw, 0.1) / P, bh = std::max(eh - sh, 0.1) / P;
+    for (int64_t ct = 0; ct < o[1]; ++ct)
+      for (int64_t ph = 0; ph < P; ++ph)
+        for (int64_t pw = 0; pw < P; ++pw) {
+          auto cl = [](double v, int64_t hi) { return std::min<int64_t>(std::max<int64_t>(static_cast<int64_t>(v), 0), hi); };
+          const int64_t hs = cl(std::floor(ph * bh + sh), s[2]), he = cl(std::ceil((ph + 1) * bh + sh), s[2]);
+          const int64_t ws = cl(std::floor(pw * bw + sw), s[3]), we = cl(std::ceil((pw + 1) * bw + sw), s[3]);
+          if (he <= hs || we <= ws) continue;
+          const int64_t ch = (ct * G + ph * G / P) * G + pw * G / P;
+          double acc = 0;
+          for (int64_t h = hs; h < he; ++h)
+            for (int64_t w = ws; w < we; ++w) acc += at4(x, b, ch, h, w);
+          y.data<float>()[((n * o[1] + ct) * P + ph) * P + pw] =
+              static_cast<float>(acc / double((he - hs) * (we - ws)));
+        }
+  }
+  return {y};
+}
+LOOM_OP_REFERENCE("_contrib_PSROIPooling", ref_psroi);
+
 // ---------------------------------------------------------------- grids and sampling
 // Normalised source grid (N, 2, H, W) of an affine matrix (N, 6).
 NDArray affine_grid(const NDArray& theta, int64_t H, int64_t W) {
