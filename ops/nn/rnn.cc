@@ -151,15 +151,11 @@ class RNNKernel final : public Kernel {
     auto grad = [&](size_t i) -> const T* {
       return i < og.size() && !og[i].is_none() ? og[i].cdata<T>() : nullptr;
     };
-    const int64_t ns = in[2].size();
-    std::vector<T> dx(req[0] != Req::kNull ? in[0].size() : 0), dw(in[1].size()), dhx(ns),
-        dcx(cx ? ns : 0);
-    r.backward(x, w, hx, cx, grad(0), grad(1), grad(2), dx.empty() ? nullptr : dx.data(),
-               dw.data(), dhx.data(), cx ? dcx.data() : nullptr);
-    if (req[0] != Req::kNull) store<T>(ig[0], req[0], dx.data());
-    if (req[1] != Req::kNull) store<T>(ig[1], req[1], dw.data());
-    if (req[2] != Req::kNull) store<T>(ig[2], req[2], dhx.data());
-    if (cx && req[3] != Req::kNull) store<T>(ig[3], req[3], dcx.data());
+    r.backward(x, w, hx, cx, grad(0), grad(1), grad(2), req[0] != Req::kNull);
+    store<T>(ig[0], req[0], r.dx().data());
+    store<T>(ig[1], req[1], r.dw().data());
+    store<T>(ig[2], req[2], r.dhx().data());
+    if (cx) store<T>(ig[3], req[3], r.dcx().data());
   }
 
   template <class T>

@@ -91,18 +91,30 @@ class Rnn {
   const std::vector<T>& y() const { return ys_.back(); }
   const std::vector<T>& hy() const { return hy_; }
   const std::vector<T>& cy() const { return cy_; }
+  const std::vector<T>& dx() const { return dx_; }
+  const std::vector<T>& dw() const { return dw_; }
+  const std::vector<T>& dhx() const { return dhx_; }
+  const std::vector<T>& dcx() const { return dcx_; }
 
-  /// Gradients of the last training forward (call forward first). dhy/dcy may be null
-  /// (zero); dx null = not wanted. dw (param_size), dhx, dcx (when cx) are overwritten.
+  /// Gradients of the last training forward (call forward first), left in dx() (when
+  /// want_dx), dw() (param_size), dhx() and dcx() (LSTM). dhy/dcy may be null (zero).
   void backward(const T* x, const T* w, const T* hx, const T* cx, const T* dy, const T* dhy,
-                const T* dcy, T* dx, T* dw, T* dhx, T* dcx) {
+                const T* dcy, bool want_dx) {
     const int64_t TN = g_.T * g_.N, DH = int64_t(g_.D) * g_.H, GH = int64_t(g_.G()) * g_.H;
     const int64_t NH = g_.N * g_.H;
+    // Backward-only buffers, sized on the first backward (inference binds never need them).
     dgx_.resize(TN * GH);
     dgh_.resize(TN * GH);
     dgt_.resize(TN * GH);
     hprev_.resize(TN * g_.H);
-    std::vector<T> dcur(dy, dy + TN * DH), dnext;
+    dw_.resize(g_.param_size());
+    dhx_.resize(int64_t(g_.L) * g_.D * NH);
+    if (cx) dcx_.resize(dhx_.size());
+    if (want_dx) dx_.resize(TN * g_.I);
+    std::vector<T>& dcur = dcur_;
+    std::vector<T>& dnext = dnext_;
+    dcur.assign(dy, dy + TN * DH);
+    T* dw = dw_.data();
     for (int l = g_.L - 1; l >= 0; --l) {
       const T* in = l == 0 ? x : dropped_ ? xs_[l].data() : ys_[l - 1].data();
       T* din = nullptr;
@@ -110,13 +122,13 @@ class Rnn {
         dnext.assign(TN * DH, T(0));
         din = dnext.data();
       } else {
-        din = dx;
+        din = want_dx ? dx_.data() : nullptr;
       }
       for (int d = 0; d < g_.D; ++d) {
         const int s = l * g_.D + d;
         layer_backward(l, d, in, w, hx + s * NH, cx ? cx + s * NH : nullptr, dcur.data(),
                        dhy ? dhy + s * NH : nullptr, dcy ? dcy + s * NH : nullptr, din, d > 0,
-                       dw, dhx + s * NH, dcx ? dcx + s * NH : nullptr);
+                       dw, &dhx_[s * NH], cx ? &dcx_[s * NH] : nullptr);
       }
       if (l > 0) {
         if (dropped_) {
@@ -312,7 +324,8 @@ class Rnn {
   std::vector<std::vector<T>> extra_;  // per (layer, dir): LSTM cells / GRU W_hn h + b_hn
   std::vector<T> hy_, cy_;
   std::vector<T> wt_, ht_, gh_, h_, c_;  // transposed weights and step scratch
-  std::vector<T> dgx_, dgh_, dgt_, hprev_;
+  std::vector<T> dgx_, dgh_, dgt_, hprev_, dcur_, dnext_;  // backward scratch
+  std::vector<T> dx_, dw_, dhx_, dcx_;                       // backward results
   bool saved_ = false, dropped_ = false;
 };
 

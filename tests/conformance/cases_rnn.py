@@ -42,3 +42,16 @@ for cid, shape, kw in _rnn_cases:
 case("RNN_lstm_dropout_infer", _rnn(mode="lstm", state_size=3, num_layers=3, p=0.5),
      {"data": (3, 2, 4)}, ["RNN"], init=dict(_INIT), train=False,
      note="p > 0: dropout masks are random in training, so inference only")
+
+# float64 (MXNet's own test_RNN_float64 only checks that it runs). MXNet's float64 kernel
+# (the non-oneDNN one) refuses req=add for data, so add is checked in float32 only.
+case("RNN_gru_bi_float64", _rnn(mode="gru", state_size=3, num_layers=2, bidirectional=True,
+                                state_outputs=True),
+     {"data": (3, 2, 4)}, ["RNN"], init=dict(_INIT),
+     dtypes={"data": "float64", "parameters": "float64", "state": "float64"}, add=False,
+     note="MXNet 1.9.1's float64 RNN refuses req=add for data")
+case("RNN_lstm_float64", _rnn(mode="lstm", state_size=2, num_layers=1, state_outputs=True),
+     {"data": (2, 3, 3)}, ["RNN"], init=dict(_INIT),
+     dtypes={"data": "float64", "parameters": "float64", "state": "float64",
+             "state_cell": "float64"}, add=False,
+     note="MXNet 1.9.1's float64 RNN refuses req=add for data")
