@@ -121,3 +121,35 @@ for i, kw in enumerate([dict(spatial_scale=0.5, output_dim=2, pooled_size=2),
          ["_contrib_PSROIPooling"],
          init={"bidx": ("int", 0, 2), "xy": ("uniform", 0.0, 6.0), "wh": ("uniform", 0.5, 6.0)},
          no_grad=["bidx", "xy", "wh"], tol=(1e-4, 1e-4))
+
+_deform = [
+    # (data, offset channels per deformable group factor, kwargs)
+    ((2, 4, 5, 6), dict(kernel=(3, 3), num_filter=3, pad=(1, 1))),
+    ((1, 4, 6, 6), dict(kernel=(3, 3), num_filter=4, pad=(2, 2), dilate=(2, 2), num_group=2,
+                        num_deformable_group=2)),
+    ((2, 2, 6, 5), dict(kernel=(2, 3), num_filter=2, stride=(2, 1), no_bias=True)),
+]
+for i, (s, kw) in enumerate(_deform):
+    kh, kw_ = kw["kernel"]
+    dg = kw.get("num_deformable_group", 1)
+    oh = (s[2] + 2 * kw.get("pad", (0, 0))[0] - (kw.get("dilate", (1, 1))[0] * (kh - 1) + 1)) \
+        // kw.get("stride", (1, 1))[0] + 1
+    ow = (s[3] + 2 * kw.get("pad", (0, 0))[1] - (kw.get("dilate", (1, 1))[1] * (kw_ - 1) + 1)) \
+        // kw.get("stride", (1, 1))[1] + 1
+    case("DeformableConvolution%d" % i,
+         lambda mx, kw=kw: mx.sym.contrib.DeformableConvolution(
+             V(mx), mx.sym.var("offset"), name="dconv", **kw),
+         {"data": s, "offset": (s[0], dg * 2 * kh * kw_, oh, ow)},
+         ["_contrib_DeformableConvolution"],
+         init={"offset": ("uniform", -1.5, 1.5)}, tol=(1e-4, 1e-4), add_ref="write2",
+         note="MXNet 1.9.1 DeformableConvolution req=add overwrites the data and offset "
+              "gradients (its col2im writes them)")
+    case("ModulatedDeformableConvolution%d" % i,
+         lambda mx, kw=kw: mx.sym.contrib.ModulatedDeformableConvolution(
+             V(mx), mx.sym.var("offset"), mx.sym.var("mask"), name="mdconv", **kw),
+         {"data": s, "offset": (s[0], dg * 2 * kh * kw_, oh, ow), "mask": (s[0], dg * kh * kw_, oh, ow)},
+         ["_contrib_ModulatedDeformableConvolution"],
+         init={"offset": ("uniform", -1.5, 1.5), "mask": ("uniform", 0.0, 1.0)}, tol=(1e-4, 1e-4),
+         train=False,
+         note="MXNet 1.9.1 has no CPU backward for ModulatedDeformableConvolution ('only "
+              "implemented in GPU'): forward only; Loom's gradient is checked by the op sweep")

@@ -399,6 +399,71 @@ LOOM_OP_REFERENCE("col2im", [](const RefCall& c) {
   return std::vector<NDArray>{y};
 });
 
+// ---------------------------------------------------------------- deformable convolutions
+// Output (n, f, y, x) = bias + sum over the group's channels and taps of
+// weight * mask * bilinear(data at the displaced tap), by the definition.
+std::vector<NDArray> ref_deform(const RefCall& c, bool mod) {
+  const Attrs& d = c.attrs.dict;
+  const NDArray &x = c.in[0], &off = c.in[1];
+  const NDArray& w = c.in[mod ? 3 : 2];
+  const bool bias = !parse_bool(attr(d, "no_bias", "False"));
+  const Shape k = parse_shape(d.at("kernel"));
+  auto pair = [&](const char* name, int64_t def, int i) {
+    const Shape s = parse_shape(attr(d, name, "()"));
+    return s.ndim() ? s[i] : def;
+  };
+  const int64_t G = parse_int(attr(d, "num_group", "1")), DG = parse_int(attr(d, "num_deformable_group", "1"));
+  const Shape &xs = x.shape(), &o = c.out_shapes[0];
+  const int64_t H = xs[2], W = xs[3], C = xs[1], K = k[0] * k[1];
+  auto sample = [&](int64_t n, int64_t ch, double h, double ww) {
+    if (!mod) {
+      if (!(h >= 0 && ww >= 0 && h < H && ww < W)) return 0.0;
+      int64_t hl = static_cast<int64_t>(std::floor(h)), wl = static_cast<int64_t>(std::floor(ww));
+      int64_t hh = hl + 1, wh = wl + 1;
+      if (hl >= H - 1) hh = H - 1, h = static_cast<double>(hl);
+      if (wl >= W - 1) wh = W - 1, ww = static_cast<double>(wl);
+      const double lh = h - hl, lw = ww - wl;
+      return (1 - lh) * (1 - lw) * at4(x, n, ch, hl, wl) + (1 - lh) * lw * at4(x, n, ch, hl, wh) +
+             lh * (1 - lw) * at4(x, n, ch, hh, wl) + lh * lw * at4(x, n, ch, hh, wh);
+    }
+    if (!(h > -1 && ww > -1 && h < H && ww < W)) return 0.0;
+    double v = 0;
+    const double h0 = std::floor(h), w0 = std::floor(ww);
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 2; ++b) {
+        const int64_t yy = static_cast<int64_t>(h0) + a, xx = static_cast<int64_t>(w0) + b;
+        if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
+        v += (1 - std::fabs(h - yy)) * (1 - std::fabs(ww - xx)) * at4(x, n, ch, yy, xx);
+      }
+    return v;
+  };
+  NDArray y(o);
+  const int64_t Fg = o[1] / G, Cg = C / G, Cd = C / DG;
+  for (int64_t n = 0; n < o[0]; ++n)
+    for (int64_t f = 0; f < o[1]; ++f)
+      for (int64_t yy = 0; yy < o[2]; ++yy)
+        for (int64_t xx = 0; xx < o[3]; ++xx) {
+          double acc = bias ? c.in[mod ? 4 : 3].at(f) : 0.0;
+          for (int64_t cg = 0; cg < Cg; ++cg) {
+            const int64_t ch = (f / Fg) * Cg + cg, dg = ch / Cd;
+            for (int64_t t = 0; t < K; ++t) {
+              const int64_t i = t / k[1], j = t % k[1];
+              const double dh = at4(off, n, dg * 2 * K + 2 * t, yy, xx);
+              const double dw = at4(off, n, dg * 2 * K + 2 * t + 1, yy, xx);
+              const double m = mod ? at4(c.in[2], n, dg * K + t, yy, xx) : 1.0;
+              const double h = yy * pair("stride", 1, 0) - pair("pad", 0, 0) + i * pair("dilate", 1, 0) + dh;
+              const double ww = xx * pair("stride", 1, 1) - pair("pad", 0, 1) + j * pair("dilate", 1, 1) + dw;
+              acc += w.at((f * Cg + cg) * K + t) * m * sample(n, ch, h, ww);
+            }
+          }
+          y.data<float>()[((n * o[1] + f) * o[2] + yy) * o[3] + xx] = static_cast<float>(acc);
+        }
+  return {y};
+}
+LOOM_OP_REFERENCE("_contrib_DeformableConvolution", [](const RefCall& c) { return ref_deform(c, false); });
+LOOM_OP_REFERENCE("_contrib_ModulatedDeformableConvolution",
+                  [](const RefCall& c) { return ref_deform(c, true); });
+
 // ---------------------------------------------------------------- hand-checked values
 // MXNet 1.9.1's check_bilinear_resize_align_corners_op.
 TEST(OpsVision, BilinearResizeAlignCornersMatchesMXNet) {
