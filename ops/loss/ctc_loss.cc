@@ -143,32 +143,38 @@ class CTCKernel final : public Kernel {
 
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) run<T>(in, req, out);
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) run<T>(in, req, out);
+        },
+        what_);
   }
 
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray> out, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
-    tensor::dispatch_float(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
-        const T* g = og[0].cdata<T>();
-        const T* saved = out[1].cdata<T>();
-        T* dx = ig[0].data<T>();
-        const bool add = req[0] == Req::kAdd;
-        for (int64_t t = 0; t < T_; ++t)
-          for (int64_t b = 0; b < N_; ++b)
-            for (int64_t k = 0; k < A_; ++k) {
-              const int64_t i = (t * N_ + b) * A_ + k;
-              const T v = g[b] * saved[i];
-              dx[i] = add ? dx[i] + v : v;
-            }
-      }
-    }, what_);
+    tensor::dispatch_float(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
+            const T* g = og[0].cdata<T>();
+            const T* saved = out[1].cdata<T>();
+            T* dx = ig[0].data<T>();
+            const bool add = req[0] == Req::kAdd;
+            for (int64_t t = 0; t < T_; ++t)
+              for (int64_t b = 0; b < N_; ++b)
+                for (int64_t k = 0; k < A_; ++k) {
+                  const int64_t i = (t * N_ + b) * A_ + k;
+                  const T v = g[b] * saved[i];
+                  dx[i] = add ? dx[i] + v : v;
+                }
+          }
+        },
+        what_);
   }
 
  private:
@@ -187,16 +193,16 @@ class CTCKernel final : public Kernel {
       if (dlen) {
         const double v = dlen->at(b);
         if (!(v >= 0 && v <= double(T_)))
-          throw Error(what_ + ": data_lengths[" + std::to_string(b) + "] = " +
-                      std::to_string(v) + " is outside [0, " + std::to_string(T_) + "]");
+          throw Error(what_ + ": data_lengths[" + std::to_string(b) + "] = " + std::to_string(v) +
+                      " is outside [0, " + std::to_string(T_) + "]");
         steps[b] = static_cast<int64_t>(v);
       }
       int64_t n = Lmax_;
       if (llen) {
         const double v = llen->at(b);
         if (!(v >= 0 && v <= double(Lmax_)))
-          throw Error(what_ + ": label_lengths[" + std::to_string(b) + "] = " +
-                      std::to_string(v) + " is outside [0, " + std::to_string(Lmax_) + "]");
+          throw Error(what_ + ": label_lengths[" + std::to_string(b) + "] = " + std::to_string(v) +
+                      " is outside [0, " + std::to_string(Lmax_) + "]");
         n = static_cast<int64_t>(v);
       }
       for (int64_t j = 0; j < n; ++j) {
@@ -204,8 +210,8 @@ class CTCKernel final : public Kernel {
         if (!llen && c == pad) break;
         if (c < 0 || c >= A_ || c == blank)
           throw Error(what_ + ": label[" + std::to_string(b) + ", " + std::to_string(j) +
-                      "] = " + std::to_string(c) + " is not a label in [0, " +
-                      std::to_string(A_) + ") other than the blank " + std::to_string(blank));
+                      "] = " + std::to_string(c) + " is not a label in [0, " + std::to_string(A_) +
+                      ") other than the blank " + std::to_string(blank));
         labels[b].push_back(c);
       }
     }
@@ -224,8 +230,7 @@ class CTCKernel final : public Kernel {
         for (int64_t k = 0; k < A_; ++k) lp[t * A_ + k] = double(row[k]) - lse;
       }
       const double cost = Tb > 0 ? ctc_sample(lp, Tb, A_, labels[b], blank, g) : 0.0;
-      if (req[0] != Req::kNull)
-        loss[b] = req[0] == Req::kAdd ? loss[b] + T(cost) : T(cost);
+      if (req[0] != Req::kNull) loss[b] = req[0] == Req::kAdd ? loss[b] + T(cost) : T(cost);
       if (!grad) continue;
       for (int64_t t = 0; t < T_; ++t)
         for (int64_t k = 0; k < A_; ++k)
@@ -254,9 +259,11 @@ LOOM_REGISTER_OP("CTCLoss")
     .no_grad({1, 2, 3})
     .cpu<CTCKernel>()
     .sample({.attrs = {}, .in_shapes = {{4, 2, 5}, {2, 3}}, .in_kinds = {"normal", "label:5"}})
-    .sample({.attrs = {{"blank_label", "last"}}, .in_shapes = {{5, 3, 4}, {3, 2}},
+    .sample({.attrs = {{"blank_label", "last"}},
+             .in_shapes = {{5, 3, 4}, {3, 2}},
              .in_kinds = {"normal", "label:3"}})
-    .sample({.attrs = {{"use_data_lengths", "True"}, {"use_label_lengths", "True"},
+    .sample({.attrs = {{"use_data_lengths", "True"},
+                       {"use_label_lengths", "True"},
                        {"blank_label", "last"}},
              .in_shapes = {{3, 3, 4}, {3, 2}, {3}, {3}},
              .in_kinds = {"normal", "label:3", "above1", "ones"}});

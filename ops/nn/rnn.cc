@@ -40,10 +40,10 @@ const auto kRNNSchema =
                   "Whether the final states are outputs too.")
         .optional("projection_size", &RNNParam::projection_size, std::optional<int64_t>(),
                   "LSTM projection size (not supported by Loom).")
-        .optional("lstm_state_clip_min", &RNNParam::lstm_state_clip_min,
-                  std::optional<double>(), "Minimum LSTM cell value (not supported by Loom).")
-        .optional("lstm_state_clip_max", &RNNParam::lstm_state_clip_max,
-                  std::optional<double>(), "Maximum LSTM cell value (not supported by Loom).")
+        .optional("lstm_state_clip_min", &RNNParam::lstm_state_clip_min, std::optional<double>(),
+                  "Minimum LSTM cell value (not supported by Loom).")
+        .optional("lstm_state_clip_max", &RNNParam::lstm_state_clip_max, std::optional<double>(),
+                  "Maximum LSTM cell value (not supported by Loom).")
         .optional("lstm_state_clip_nan", &RNNParam::lstm_state_clip_nan, false,
                   "Clip NaN cell values (not supported by Loom).")
         .optional("use_sequence_length", &RNNParam::use_sequence_length, false,
@@ -58,8 +58,9 @@ const auto kRNNSchema =
           if (p.use_sequence_length)
             throw ParamError("use_sequence_length is not supported by Loom's RNN operator");
           if (p.lstm_state_clip_min || p.lstm_state_clip_max)
-            throw ParamError("lstm_state_clip_min/lstm_state_clip_max are not supported by "
-                             "Loom's RNN operator");
+            throw ParamError(
+                "lstm_state_clip_min/lstm_state_clip_max are not supported by "
+                "Loom's RNN operator");
         });
 
 rnn::Mode mode_of(const RNNParam& p) {
@@ -98,8 +99,8 @@ void infer_rnn(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out
 class RNNKernel final : public Kernel {
  public:
   explicit RNNKernel(const KernelArgs& a)
-      : t_(tensor::check_dtypes(a, tensor::dtype_bit(DType::kFloat32) |
-                                       tensor::dtype_bit(DType::kFloat64))),
+      : t_(tensor::check_dtypes(
+            a, tensor::dtype_bit(DType::kFloat32) | tensor::dtype_bit(DType::kFloat64))),
         p_(a.attrs.param<RNNParam>().p),
         g_(geometry(a.attrs.param<RNNParam>(), a.in_shapes[0])) {
     if (t_ == DType::kFloat64)
@@ -110,15 +111,19 @@ class RNNKernel final : public Kernel {
 
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    if (f64_) run_forward<double>(*f64_, ctx, in, req, out);
-    else run_forward<float>(*f32_, ctx, in, req, out);
+    if (f64_)
+      run_forward<double>(*f64_, ctx, in, req, out);
+    else
+      run_forward<float>(*f32_, ctx, in, req, out);
   }
 
   void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    if (f64_) run_backward<double>(*f64_, ctx, og, in, req, ig);
-    else run_backward<float>(*f32_, ctx, og, in, req, ig);
+    if (f64_)
+      run_backward<double>(*f64_, ctx, og, in, req, ig);
+    else
+      run_backward<float>(*f32_, ctx, og, in, req, ig);
   }
 
  private:
@@ -198,18 +203,28 @@ LOOM_REGISTER_OP("RNN")
     .cpu<RNNKernel>()
     .sample({.attrs = {{"mode", "lstm"}, {"state_size", "3"}, {"num_layers", "1"}},
              .in_shapes = {{3, 2, 4}, {}, {}, {}}})
-    .sample({.attrs = {{"mode", "lstm"}, {"state_size", "2"}, {"num_layers", "2"},
-                       {"bidirectional", "True"}, {"state_outputs", "True"}},
+    .sample({.attrs = {{"mode", "lstm"},
+                       {"state_size", "2"},
+                       {"num_layers", "2"},
+                       {"bidirectional", "True"},
+                       {"state_outputs", "True"}},
              .in_shapes = {{3, 2, 3}, {}, {}, {}},
              .is_train = true})
-    .sample({.attrs = {{"mode", "gru"}, {"state_size", "3"}, {"num_layers", "2"},
+    .sample({.attrs = {{"mode", "gru"},
+                       {"state_size", "3"},
+                       {"num_layers", "2"},
                        {"state_outputs", "True"}},
              .in_shapes = {{3, 2, 2}, {}, {}}})
-    .sample({.attrs = {{"mode", "gru"}, {"state_size", "2"}, {"num_layers", "1"},
+    .sample({.attrs = {{"mode", "gru"},
+                       {"state_size", "2"},
+                       {"num_layers", "1"},
                        {"bidirectional", "True"}},
              .in_shapes = {{4, 1, 3}, {}, {}}})
-    .sample({.attrs = {{"mode", "rnn_tanh"}, {"state_size", "3"}, {"num_layers", "2"},
-                       {"bidirectional", "True"}, {"state_outputs", "True"}},
+    .sample({.attrs = {{"mode", "rnn_tanh"},
+                       {"state_size", "3"},
+                       {"num_layers", "2"},
+                       {"bidirectional", "True"},
+                       {"state_outputs", "True"}},
              .in_shapes = {{3, 2, 2}, {}, {}}})
     .sample({.attrs = {{"mode", "rnn_relu"}, {"state_size", "3"}, {"num_layers", "2"}},
              .in_shapes = {{3, 2, 3}, {}, {}}});

@@ -23,8 +23,8 @@ enum class Mode { kRelu, kTanh, kLstm, kGru };
 /// Sizes of one RNN node and offsets into its flat parameter vector.
 struct Geometry {
   Mode mode = Mode::kLstm;
-  int L = 1, D = 1;                     ///< layers, directions
-  int64_t T = 0, N = 0, I = 0, H = 0;   ///< steps, batch, input size, state size
+  int L = 1, D = 1;                    ///< layers, directions
+  int64_t T = 0, N = 0, I = 0, H = 0;  ///< steps, batch, input size, state size
   int G() const { return mode == Mode::kLstm ? 4 : mode == Mode::kGru ? 3 : 1; }
   int64_t in_size(int l) const { return l ? D * H : I; }
   /// Weights of one direction of layer l.
@@ -127,8 +127,8 @@ class Rnn {
       for (int d = 0; d < g_.D; ++d) {
         const int s = l * g_.D + d;
         layer_backward(l, d, in, w, hx + s * NH, cx ? cx + s * NH : nullptr, dcur.data(),
-                       dhy ? dhy + s * NH : nullptr, dcy ? dcy + s * NH : nullptr, din, d > 0,
-                       dw, &dhx_[s * NH], cx ? &dcx_[s * NH] : nullptr);
+                       dhy ? dhy + s * NH : nullptr, dcy ? dcy + s * NH : nullptr, din, d > 0, dw,
+                       &dhx_[s * NH], cx ? &dcx_[s * NH] : nullptr);
       }
       if (l > 0) {
         if (dropped_) {
@@ -158,8 +158,7 @@ class Rnn {
   }
 
   // One direction of one layer: fills gates_/extra_ for (l, d) and its half of ys_[l].
-  void layer_forward(int l, int d, const T* x, const T* w, const T* h0, const T* c0, T* hy,
-                     T* cy) {
+  void layer_forward(int l, int d, const T* x, const T* w, const T* h0, const T* c0, T* hy, T* cy) {
     const int64_t N = g_.N, H = g_.H, In = g_.in_size(l), GH = int64_t(g_.G()) * H;
     const int64_t TN = g_.T * N, DH = int64_t(g_.D) * H;
     const int s = l * g_.D + d;
@@ -224,9 +223,8 @@ class Rnn {
 
   // Backward of one direction of one layer. dy: (T, N, D*H) gradient of the layer's output;
   // dx (T, N, In) receives (add_dx: adds) the input gradient; dw the weight/bias gradients.
-  void layer_backward(int l, int d, const T* x, const T* w, const T* h0, const T* c0,
-                      const T* dy, const T* dhy, const T* dcy, T* dx, bool add_dx, T* dw,
-                      T* dh0, T* dc0) {
+  void layer_backward(int l, int d, const T* x, const T* w, const T* h0, const T* c0, const T* dy,
+                      const T* dhy, const T* dcy, T* dx, bool add_dx, T* dw, T* dh0, T* dc0) {
     const int64_t N = g_.N, H = g_.H, In = g_.in_size(l), GH = int64_t(g_.G()) * H;
     const int64_t TN = g_.T * N, DH = int64_t(g_.D) * H, NH = N * H;
     const int s = l * g_.D + d;
@@ -237,8 +235,14 @@ class Rnn {
     const T* y = ys_[l].data();
     T* dh = h_.data();  // gradient flowing into the state of the step being processed
     T* dc = c_.data();
-    if (dhy) std::copy(dhy, dhy + NH, dh); else std::fill(dh, dh + NH, T(0));
-    if (dcy && c0) std::copy(dcy, dcy + NH, dc); else std::fill(dc, dc + NH, T(0));
+    if (dhy)
+      std::copy(dhy, dhy + NH, dh);
+    else
+      std::fill(dh, dh + NH, T(0));
+    if (dcy && c0)
+      std::copy(dcy, dcy + NH, dc);
+    else
+      std::fill(dc, dc + NH, T(0));
     const Mode mode = g_.mode;
     for (int64_t step = g_.T - 1; step >= 0; --step) {
       const int64_t t = d ? g_.T - 1 - step : step;
@@ -323,9 +327,9 @@ class Rnn {
   std::vector<std::vector<T>> gates_;  // per (layer, dir): gate activations (T, N, G*H)
   std::vector<std::vector<T>> extra_;  // per (layer, dir): LSTM cells / GRU W_hn h + b_hn
   std::vector<T> hy_, cy_;
-  std::vector<T> wt_, ht_, gh_, h_, c_;  // transposed weights and step scratch
+  std::vector<T> wt_, ht_, gh_, h_, c_;                    // transposed weights and step scratch
   std::vector<T> dgx_, dgh_, dgt_, hprev_, dcur_, dnext_;  // backward scratch
-  std::vector<T> dx_, dw_, dhx_, dcx_;                       // backward results
+  std::vector<T> dx_, dw_, dhx_, dcx_;                     // backward results
   bool saved_ = false, dropped_ = false;
 };
 

@@ -81,9 +81,9 @@ NDArray array3(const Shape& s, const std::vector<float>& v) {
 
 // MXNet's test_ctc_loss, Test 2: losses from Torch WarpCTC.
 TEST(CTCLossOp, MatchesWarpCtcValues) {
-  NDArray x = array3({3, 2, 5}, {-5, -4, -3, -2, -1, 1.2f, 3.4f, 1.2f, -0.1f, -2.34f,
-                                 -10, -9, -8, -7, -6, 0.1f, 0.2f, 0.3f, 0.22f, 0.123f,
-                                 -15, -14, -13, -12, -11, -15, -14.2f, -13.5f, -12.2f, -11.22f});
+  NDArray x = array3({3, 2, 5}, {-5,  -4,  -3,  -2,  -1,  1.2f, 3.4f,   1.2f,   -0.1f,  -2.34f,
+                                 -10, -9,  -8,  -7,  -6,  0.1f, 0.2f,   0.3f,   0.22f,  0.123f,
+                                 -15, -14, -13, -12, -11, -15,  -14.2f, -13.5f, -12.2f, -11.22f});
   NDArray label = array3({2, 3}, {2, 3, 1, 2, 0, 0});
   ImperativeOp op("ctc_loss", {}, {{3, 2, 5}, {2, 3}});
   auto out = op.forward({x, label}, true);
@@ -109,8 +109,8 @@ TEST(CTCLossOp, LargeAlphabetAndPadding) {
     const int64_t c = f / (T * N), i = f % (T * N);
     x.data<float>()[f] = static_cast<float>(((c - i) % A + A) % A) / 13.f;
   }
-  NDArray label = array3({2, 8}, {100, 200, 300, 400, 500, 0, 0, 0,
-                                  1000, 2000, 3000, 4000, 0, 5000, 0, 0});
+  NDArray label =
+      array3({2, 8}, {100, 200, 300, 400, 500, 0, 0, 0, 1000, 2000, 3000, 4000, 0, 5000, 0, 0});
   ImperativeOp op("CTCLoss", {}, {{T, N, A}, {2, 8}});
   auto out = op.forward({x, label});
   EXPECT_NEAR(out[0].at(0), 688.02826, 688.02826 * 1e-5);

@@ -131,8 +131,10 @@ std::vector<NDArray> value_inputs(const ImperativeOp& op) {
   for (size_t k = 0; k < op.in_shapes().size(); ++k) {
     NDArray a(op.in_shapes()[k], DType::kFloat64);
     for (int64_t i = 0; i < a.size(); ++i) {
-      const double v = k == 0 ? std::sin(0.7 * i) : k == 1 ? 0.5 * std::cos(0.37 * i)
-                       : k == 2 ? 0.1 * i : -0.2 * i;
+      const double v = k == 0   ? std::sin(0.7 * i)
+                       : k == 1 ? 0.5 * std::cos(0.37 * i)
+                       : k == 2 ? 0.1 * i
+                                : -0.2 * i;
       a.data<double>()[i] = v;
     }
     in.push_back(a);
@@ -148,22 +150,25 @@ void expect_values(const NDArray& got, const std::vector<double>& want) {
 
 TEST(RNNOp, BidirectionalGruMatchesMXNetFloat64) {
   ImperativeOp op("RNN",
-                  {{"mode", "gru"}, {"state_size", "2"}, {"num_layers", "1"},
-                   {"bidirectional", "True"}, {"state_outputs", "True"}},
+                  {{"mode", "gru"},
+                   {"state_size", "2"},
+                   {"num_layers", "1"},
+                   {"bidirectional", "True"},
+                   {"state_outputs", "True"}},
                   {{3, 1, 2}, {}, {}}, {DType::kFloat64, DType::kFloat64, DType::kFloat64});
   ASSERT_EQ(op.in_shapes()[1], Shape({72}));  // parameter length inferred from data
   auto out = op.forward(value_inputs(op));
   expect_values(out[0], {-0.0614285412, -0.036441804, 0.4077065937, 0.5353162131, -0.3326107177,
-                         -0.3738700666, 0.4871466211, 0.5267647323, -0.0973312494,
-                         -0.1110011922, 0.157089096, 0.313488643});
+                         -0.3738700666, 0.4871466211, 0.5267647323, -0.0973312494, -0.1110011922,
+                         0.157089096, 0.313488643});
   expect_values(out[1], {-0.0973312494, -0.1110011922, 0.4077065937, 0.5353162131});
 }
 
 TEST(RNNOp, TwoLayerLstmMatchesMXNetFloat64) {
-  ImperativeOp op("RNN",
-                  {{"mode", "lstm"}, {"state_size", "2"}, {"num_layers", "2"},
-                   {"state_outputs", "True"}},
-                  {{3, 1, 2}, {}, {}, {}}, std::vector<DType>(4, DType::kFloat64));
+  ImperativeOp op(
+      "RNN",
+      {{"mode", "lstm"}, {"state_size", "2"}, {"num_layers", "2"}, {"state_outputs", "True"}},
+      {{3, 1, 2}, {}, {}, {}}, std::vector<DType>(4, DType::kFloat64));
   ASSERT_EQ(op.in_shapes()[1], Shape({96}));
   auto out = op.forward(value_inputs(op));
   expect_values(out[0], {-0.0999378796, -0.1701638267, 0.0127136697, -0.0227472434, 0.0315160312,
@@ -174,10 +179,10 @@ TEST(RNNOp, TwoLayerLstmMatchesMXNetFloat64) {
 
 TEST(RNNOp, ParameterSizeFollowsMXNetRule) {
   // (I + H + 2) * G * H * D for layer 0, (D * H + H + 2) * G * H * D for the others.
-  ImperativeOp op("RNN",
-                  {{"mode", "rnn_relu"}, {"state_size", "8"}, {"num_layers", "3"},
-                   {"bidirectional", "True"}},
-                  {{5, 4, 16}, {}, {}});
+  ImperativeOp op(
+      "RNN",
+      {{"mode", "rnn_relu"}, {"state_size", "8"}, {"num_layers", "3"}, {"bidirectional", "True"}},
+      {{5, 4, 16}, {}, {}});
   EXPECT_EQ(op.in_shapes()[1], Shape({(16 + 8 + 2) * 8 * 2 + 2 * (16 + 8 + 2) * 8 * 2}));
   EXPECT_EQ(op.in_shapes()[2], Shape({6, 4, 8}));
   EXPECT_EQ(op.out_shapes()[0], Shape({5, 4, 16}));
@@ -197,23 +202,26 @@ TEST(RNNOp, TrainingDropoutZeroesOrScalesLayerInputs) {
   for (int64_t i = 0; i < y1.size(); ++i) EXPECT_FLOAT_EQ(y1.at(i), y2.at(i));
   auto y3 = op.forward(in, false)[0];  // no dropout in inference
   bool differs = false;
-  for (int64_t i = 0; i < y1.size(); ++i) differs = differs || std::fabs(y1.at(i) - y3.at(i)) > 1e-6;
+  for (int64_t i = 0; i < y1.size(); ++i)
+    differs = differs || std::fabs(y1.at(i) - y3.at(i)) > 1e-6;
   EXPECT_TRUE(differs);
 }
 
 TEST(RNNOp, UnsupportedParametersAreRefusedByName) {
   try {
-    ImperativeOp op("RNN",
-                    {{"mode", "lstm"}, {"state_size", "4"}, {"num_layers", "1"},
-                     {"projection_size", "2"}},
-                    {{2, 1, 3}, {}, {}, {}});
+    ImperativeOp op(
+        "RNN",
+        {{"mode", "lstm"}, {"state_size", "4"}, {"num_layers", "1"}, {"projection_size", "2"}},
+        {{2, 1, 3}, {}, {}, {}});
     FAIL() << "projection_size accepted";
   } catch (const ParamError& e) {
     EXPECT_NE(std::string(e.what()).find("projection_size"), std::string::npos) << e.what();
   }
   try {
     ImperativeOp op("RNN",
-                    {{"mode", "gru"}, {"state_size", "4"}, {"num_layers", "1"},
+                    {{"mode", "gru"},
+                     {"state_size", "4"},
+                     {"num_layers", "1"},
                      {"use_sequence_length", "True"}},
                     {{2, 1, 3}, {}, {}});
     FAIL() << "use_sequence_length accepted";
