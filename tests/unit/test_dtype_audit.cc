@@ -31,6 +31,7 @@
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "runtime/dtype_traits.h"
+#include "runtime/executor.h"
 #include "runtime/imperative.h"
 
 namespace loom {
@@ -278,6 +279,25 @@ TEST(DTypeAudit, PolicyErrorIsSpecific) {
     EXPECT_NE(m.find("int8"), std::string::npos) << m;
     EXPECT_NE(m.find(p->list()), std::string::npos) << m;
   }
+}
+
+// The executor checks the policy at bind, before any kernel runs: a float64 Pooling input
+// is refused naming the node, and the same graph in float32 binds.
+TEST(DTypeAudit, ExecutorRefusesAtBind) {
+  auto data = Symbol::Variable("data");
+  auto pool = Symbol::Op("Pooling", {data}, {{"kernel", "(2, 2)"}}, "pool0");
+  std::map<std::string, NDArray> args{{"data", NDArray::zeros(Shape{1, 1, 4, 4}, DType::kFloat64)}};
+  try {
+    Executor::bind(pool, args, {}, {});
+    FAIL() << "float64 Pooling bound";
+  } catch (const DTypePolicyError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("'pool0'"), std::string::npos) << m;
+    EXPECT_NE(m.find("float64"), std::string::npos) << m;
+    EXPECT_NE(m.find("takes float32"), std::string::npos) << m;
+  }
+  args["data"] = NDArray::zeros(Shape{1, 1, 4, 4});
+  EXPECT_NO_THROW(Executor::bind(pool, args, {}, {}));
 }
 
 }  // namespace
