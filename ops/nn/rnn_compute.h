@@ -45,15 +45,16 @@ T sigmoid(T x) {
 }
 
 /// Runs forward and backward for one node, keeping what backward needs from the last
-/// training forward. Buffers are sized once, at construction.
+/// training forward. Buffers are sized on first use: a training forward keeps every layer's
+/// intermediates, an inference one only two layers' outputs and one layer's gates.
 template <class T>
 class Rnn {
  public:
   explicit Rnn(const Geometry& g) : g_(g) {
-    const int64_t TN = g.T * g.N, GH = int64_t(g.G()) * g.H, LD = int64_t(g.L) * g.D;
-    ys_.assign(g.L, std::vector<T>(TN * g.D * g.H));
-    gates_.assign(LD, std::vector<T>(TN * GH));
-    if (g.mode == Mode::kLstm || g.mode == Mode::kGru) extra_.assign(LD, std::vector<T>(TN * g.H));
+    const int64_t GH = int64_t(g.G()) * g.H, LD = int64_t(g.L) * g.D;
+    ys_.resize(g.L);
+    gates_.resize(LD);
+    if (g.mode == Mode::kLstm || g.mode == Mode::kGru) extra_.resize(LD);
     hy_.resize(LD * g.N * g.H);
     cy_.resize(LD * g.N * g.H);
     int64_t max_in = std::max(g.I, int64_t(g.D) * g.H);
@@ -69,12 +70,13 @@ class Rnn {
   void forward(const T* x, const T* w, const T* hx, const T* cx, bool train, float p,
                std::mt19937_64* rng) {
     const bool drop = train && p > 0 && g_.L > 1;
+    keep_ = train;
     if (drop) {
       masks_.resize(g_.L - 1);
       xs_.resize(g_.L);
     }
     for (int l = 0; l < g_.L; ++l) {
-      const T* in = l == 0 ? x : drop ? xs_[l].data() : ys_[l - 1].data();
+      const T* in = l == 0 ? x : drop ? xs_[l].data() : ybuf(l - 1).data();
       for (int d = 0; d < g_.D; ++d) {
         const int s = l * g_.D + d;
         layer_forward(l, d, in, w, hx + s * g_.N * g_.H, cx ? cx + s * g_.N * g_.H : nullptr,
@@ -88,7 +90,7 @@ class Rnn {
 
   /// Whether the last forward was a training one (its intermediates are still here).
   bool saved() const { return saved_; }
-  const std::vector<T>& y() const { return ys_.back(); }
+  const std::vector<T>& y() const { return ys_[keep_ ? g_.L - 1 : (g_.L - 1) % 2]; }
   const std::vector<T>& hy() const { return hy_; }
   const std::vector<T>& cy() const { return cy_; }
   const std::vector<T>& dx() const { return dx_; }
@@ -116,7 +118,7 @@ class Rnn {
     dcur.assign(dy, dy + TN * DH);
     T* dw = dw_.data();
     for (int l = g_.L - 1; l >= 0; --l) {
-      const T* in = l == 0 ? x : dropped_ ? xs_[l].data() : ys_[l - 1].data();
+      const T* in = l == 0 ? x : dropped_ ? xs_[l].data() : ybuf(l - 1).data();
       T* din = nullptr;
       if (l > 0) {
         dnext.assign(TN * DH, T(0));
@@ -141,11 +143,28 @@ class Rnn {
   }
 
  private:
+  static std::vector<T>& sized(std::vector<T>& v, int64_t n) {
+    if (static_cast<int64_t>(v.size()) != n) v.resize(static_cast<size_t>(n));
+    return v;
+  }
+  // Layer l's output, (T, N, D*H); without keep_ layers alternate between two buffers.
+  std::vector<T>& ybuf(int l) {
+    return sized(ys_[keep_ ? l : l % 2], g_.T * g_.N * g_.D * g_.H);
+  }
+  // Gates of (l, d), (T, N, G*H); without keep_ one set per direction.
+  std::vector<T>& gbuf(int l, int d) {
+    return sized(gates_[keep_ ? l * g_.D + d : d], g_.T * g_.N * g_.G() * g_.H);
+  }
+  T* ebuf(int l, int d) {
+    if (extra_.empty()) return nullptr;
+    return sized(extra_[keep_ ? l * g_.D + d : d], g_.T * g_.N * g_.H).data();
+  }
+
   void dropout(int l, float p, std::mt19937_64* rng) {
     std::uniform_real_distribution<float> u(0.f, 1.f);
     std::mt19937_64 fallback(0);
     std::mt19937_64& r = rng ? *rng : fallback;
-    const std::vector<T>& y = ys_[l];
+    const std::vector<T>& y = ybuf(l);
     std::vector<T>& m = masks_[l];
     std::vector<T>& out = xs_[l + 1];
     m.resize(y.size());
@@ -161,14 +180,13 @@ class Rnn {
   void layer_forward(int l, int d, const T* x, const T* w, const T* h0, const T* c0, T* hy, T* cy) {
     const int64_t N = g_.N, H = g_.H, In = g_.in_size(l), GH = int64_t(g_.G()) * H;
     const int64_t TN = g_.T * N, DH = int64_t(g_.D) * H;
-    const int s = l * g_.D + d;
     const T* wx = w + g_.w_offset(l, d);
     const T* wh = wx + GH * In;
     const T* bx = w + g_.b_offset(l, d);
     const T* bh = bx + GH;
-    T* gates = gates_[s].data();
-    T* ext = extra_.empty() ? nullptr : extra_[s].data();
-    T* y = ys_[l].data();
+    T* gates = gbuf(l, d).data();
+    T* ext = ebuf(l, d);
+    T* y = ybuf(l).data();
     transpose(GH, In, wx, wt_.data());
     matmul(TN, GH, In, x, wt_.data(), gates, false);
     transpose(GH, H, wh, ht_.data());
@@ -227,12 +245,11 @@ class Rnn {
                       const T* dhy, const T* dcy, T* dx, bool add_dx, T* dw, T* dh0, T* dc0) {
     const int64_t N = g_.N, H = g_.H, In = g_.in_size(l), GH = int64_t(g_.G()) * H;
     const int64_t TN = g_.T * N, DH = int64_t(g_.D) * H, NH = N * H;
-    const int s = l * g_.D + d;
     const T* wx = w + g_.w_offset(l, d);
     const T* wh = wx + GH * In;
-    const T* gates = gates_[s].data();
-    const T* ext = extra_.empty() ? nullptr : extra_[s].data();
-    const T* y = ys_[l].data();
+    const T* gates = gbuf(l, d).data();
+    const T* ext = ebuf(l, d);
+    const T* y = ybuf(l).data();
     T* dh = h_.data();  // gradient flowing into the state of the step being processed
     T* dc = c_.data();
     if (dhy)
@@ -330,7 +347,7 @@ class Rnn {
   std::vector<T> wt_, ht_, gh_, h_, c_;                    // transposed weights and step scratch
   std::vector<T> dgx_, dgh_, dgt_, hprev_, dcur_, dnext_;  // backward scratch
   std::vector<T> dx_, dw_, dhx_, dcx_;                     // backward results
-  bool saved_ = false, dropped_ = false;
+  bool saved_ = false, dropped_ = false, keep_ = false;
 };
 
 }  // namespace loom::rnn
