@@ -148,9 +148,7 @@ class Rnn {
     return v;
   }
   // Layer l's output, (T, N, D*H); without keep_ layers alternate between two buffers.
-  std::vector<T>& ybuf(int l) {
-    return sized(ys_[keep_ ? l : l % 2], g_.T * g_.N * g_.D * g_.H);
-  }
+  std::vector<T>& ybuf(int l) { return sized(ys_[keep_ ? l : l % 2], g_.T * g_.N * g_.D * g_.H); }
   // Gates of (l, d), (T, N, G*H); without keep_ one set per direction.
   std::vector<T>& gbuf(int l, int d) {
     return sized(gates_[keep_ ? l * g_.D + d : d], g_.T * g_.N * g_.G() * g_.H);
