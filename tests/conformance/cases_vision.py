@@ -153,3 +153,28 @@ for i, (s, kw) in enumerate(_deform):
          train=False,
          note="MXNet 1.9.1 has no CPU backward for ModulatedDeformableConvolution ('only "
               "implemented in GPU'): forward only; Loom's gradient is checked by the op sweep")
+
+for i, kw in enumerate([dict(spatial_scale=1.0, output_dim=2, group_size=2, pooled_size=2,
+                             sample_per_part=2, trans_std=0.1),
+                        dict(spatial_scale=1.0, output_dim=2, group_size=3, pooled_size=3,
+                             part_size=3, sample_per_part=1, trans_std=0.1)]):
+    case("DeformablePSROIPooling%d" % i,
+         lambda mx, kw=kw: mx.sym.contrib.DeformablePSROIPooling(
+             V(mx), _rois_wh(mx), mx.sym.var("trans"), name="dpsroi", **kw),
+         {"data": (2, 2 * kw["group_size"] ** 2, 12, 12), "bidx": (3, 1), "xy": (3, 2),
+          "wh": (3, 2), "trans": (3, 2, kw.get("part_size", kw["pooled_size"]),
+                                  kw.get("part_size", kw["pooled_size"]))},
+         ["_contrib_DeformablePSROIPooling"],
+         # boxes well inside the map: no sample is clamped to the border (where MXNet's trans
+         # gradient is not the derivative of its forward)
+         init={"bidx": ("int", 0, 2), "xy": ("uniform", 2.0, 4.0), "wh": ("uniform", 2.0, 5.0),
+               "trans": ("uniform", -1.0, 1.0)},
+         no_grad=["bidx", "xy", "wh"], tol=(1e-4, 1e-4))
+case("DeformablePSROIPooling_notrans",
+     lambda mx: mx.sym.contrib.DeformablePSROIPooling(
+         V(mx), _rois_wh(mx), spatial_scale=0.5, output_dim=1, group_size=2, pooled_size=2,
+         sample_per_part=2, no_trans=True, name="dpsroi"),
+     {"data": (2, 4, 8, 8), "bidx": (3, 1), "xy": (3, 2), "wh": (3, 2)},
+     ["_contrib_DeformablePSROIPooling"],
+     init={"bidx": ("int", 0, 2), "xy": ("uniform", 0.0, 10.0), "wh": ("uniform", 0.5, 8.0)},
+     no_grad=["bidx", "xy", "wh"], tol=(1e-4, 1e-4))

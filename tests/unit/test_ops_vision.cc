@@ -464,6 +464,58 @@ LOOM_OP_REFERENCE("_contrib_DeformableConvolution", [](const RefCall& c) { retur
 LOOM_OP_REFERENCE("_contrib_ModulatedDeformableConvolution",
                   [](const RefCall& c) { return ref_deform(c, true); });
 
+// ---------------------------------------------------------------- DeformablePSROIPooling
+std::vector<NDArray> ref_dpsroi(const RefCall& c) {
+  const Attrs& d = c.attrs.dict;
+  const NDArray &x = c.in[0], &r = c.in[1];
+  const Shape &s = x.shape(), &o = c.out_shapes[0];
+  const bool no_trans = parse_bool(attr(d, "no_trans", "False"));
+  const float sc = static_cast<float>(parse_float(d.at("spatial_scale")));
+  const double tstd = static_cast<float>(parse_float(attr(d, "trans_std", "0")));
+  const int64_t P = o[2], G = parse_int(d.at("group_size")), S = parse_int(attr(d, "sample_per_part", "1"));
+  int64_t PS = parse_int(attr(d, "part_size", "0"));
+  if (PS == 0) PS = P;
+  const int64_t classes = no_trans ? 1 : c.in[2].shape()[1] / 2, per = o[1] / classes;
+  NDArray y = NDArray::zeros(o);
+  for (int64_t n = 0; n < o[0]; ++n) {
+    const int64_t b = static_cast<int64_t>(r.at(n * 5));
+    if (b < 0 || b >= s[0]) continue;
+    const double sw = std::round(r.at(n * 5 + 1)) * sc - 0.5, sh = std::round(r.at(n * 5 + 2)) * sc - 0.5;
+    const double rw = std::max((std::round(r.at(n * 5 + 3)) + 1) * sc - 0.5 - sw, 0.1);
+    const double rh = std::max((std::round(r.at(n * 5 + 4)) + 1) * sc - 0.5 - sh, 0.1);
+    for (int64_t ct = 0; ct < o[1]; ++ct)
+      for (int64_t ph = 0; ph < P; ++ph)
+        for (int64_t pw = 0; pw < P; ++pw) {
+          const int64_t prh = ph * PS / P, prw = pw * PS / P, cls = ct / per;
+          double tx = 0, ty = 0;
+          if (!no_trans) {
+            tx = at4(c.in[2], n, cls * 2, prh, prw) * tstd;
+            ty = at4(c.in[2], n, cls * 2 + 1, prh, prw) * tstd;
+          }
+          const int64_t ch = (ct * G + ph * G / P) * G + pw * G / P;
+          double acc = 0;
+          int cnt = 0;
+          for (int64_t ih = 0; ih < S; ++ih)
+            for (int64_t iw = 0; iw < S; ++iw) {
+              double w = pw * rw / P + sw + tx * rw + iw * rw / P / S;
+              double h = ph * rh / P + sh + ty * rh + ih * rh / P / S;
+              if (w < -0.5 || w > s[3] - 0.5 || h < -0.5 || h > s[2] - 0.5) continue;
+              w = std::min(std::max(w, 0.0), double(s[3] - 1));
+              h = std::min(std::max(h, 0.0), double(s[2] - 1));
+              const int64_t x0 = static_cast<int64_t>(std::floor(w)), y0 = static_cast<int64_t>(std::floor(h));
+              const int64_t x1 = static_cast<int64_t>(std::ceil(w)), y1 = static_cast<int64_t>(std::ceil(h));
+              const double a = w - x0, e = h - y0;
+              acc += (1 - a) * (1 - e) * at4(x, b, ch, y0, x0) + (1 - a) * e * at4(x, b, ch, y1, x0) +
+                     a * (1 - e) * at4(x, b, ch, y0, x1) + a * e * at4(x, b, ch, y1, x1);
+              ++cnt;
+            }
+          y.data<float>()[((n * o[1] + ct) * P + ph) * P + pw] = cnt ? static_cast<float>(acc / cnt) : 0.f;
+        }
+  }
+  return {y};
+}
+LOOM_OP_REFERENCE("_contrib_DeformablePSROIPooling", ref_dpsroi);
+
 // ---------------------------------------------------------------- hand-checked values
 // MXNet 1.9.1's check_bilinear_resize_align_corners_op.
 TEST(OpsVision, BilinearResizeAlignCornersMatchesMXNet) {
