@@ -125,6 +125,63 @@ bool int_friendly(const OpSample& s) {
   return true;
 }
 
+size_t g_backward_runs = 0;  // backward comparisons made (printed with the summary)
+
+bool near(double g, double e, double rtol, double atol) {
+  if (std::isnan(e) && std::isnan(g)) return true;
+  if (std::isinf(e) && e == g) return true;
+  return std::fabs(g - e) <= atol + rtol * std::fabs(e);
+}
+
+// Backward in the variant's dtype against float32's on the same values: the gradient of
+// every differentiable input (not labels, indices, aux or no-grad inputs), req write.
+std::string audit_backward(const OpDef& op, const OpSample& s, const Variant& v,
+                           ImperativeOp& ref, ImperativeOp& inst, const std::vector<NDArray>& in32,
+                           const std::vector<NDArray>& in_t, const std::vector<NDArray>& out32,
+                           const std::vector<NDArray>& out_t) {
+  const OpAttrs& attrs = ref.attrs();
+  const int nvis = op_num_visible(attrs);
+  std::mt19937 rng(4242);
+  std::vector<NDArray> og32, og_t;
+  for (size_t k = 0; k < out32.size(); ++k) {
+    NDArray g = static_cast<int>(k) < nvis ? make_input(out32[k].shape(), "normal", rng, 1.f)
+                                           : NDArray::zeros(out32[k].shape());
+    og_t.push_back(cast_to(g, out_t[k].dtype()));
+    og32.push_back(cast_to(og_t.back(), out32[k].dtype()));
+  }
+  std::set<int> skip;
+  for (int a : op_aux(attrs)) skip.insert(a);
+  if (op.nograd_inputs)
+    for (int a : op.nograd_inputs(attrs)) skip.insert(a);
+  std::vector<NDArray> g32, g_t;
+  std::vector<Req> req;
+  for (size_t i = 0; i < in32.size(); ++i) {
+    const bool d = !skip.count(static_cast<int>(i)) && !is_label_kind(kind_of(s, i)) &&
+                   dtype_is_float(in_t[i].dtype());
+    g32.push_back(d ? NDArray::zeros(in32[i].shape()) : NDArray());
+    g_t.push_back(d ? padded(in_t[i].shape(), in_t[i].dtype()) : NDArray());
+    req.push_back(d ? Req::kWrite : Req::kNull);
+  }
+  ref.backward(og32, in32, out32, req, g32, s.is_train);
+  try {
+    inst.backward(og_t, in_t, out_t, req, g_t, s.is_train);
+  } catch (const Error& e) {
+    return std::string("forward works but backward fails (refuse at bind instead): ") + e.what();
+  }
+  ++g_backward_runs;
+  const double rtol = v.data == DType::kFloat16 ? 3e-2 : v.rtol;
+  const double atol = v.data == DType::kFloat16 ? 3e-2 : v.atol;
+  for (size_t i = 0; i < in32.size(); ++i) {
+    if (req[i] == Req::kNull) continue;
+    for (int64_t j = 0; j < g32[i].size(); ++j)
+      if (!near(g_t[i].at(j), g32[i].at(j), rtol, atol))
+        return "wrong gradient: " + input_label(attrs, i) + " element " + std::to_string(j) +
+               " is " + std::to_string(g_t[i].at(j)) + ", float32 gives " +
+               std::to_string(g32[i].at(j));
+  }
+  return "";
+}
+
 // Outcome of one (op, sample, variant), "" when correct or properly refused.
 std::string audit_one(const OpDef& op, const OpSample& s, size_t idx, const Variant& v,
                       int* refused) {
@@ -207,6 +264,9 @@ std::string audit_one(const OpDef& op, const OpSample& s, size_t idx, const Vari
                std::to_string(g) + ", float32 gives " + std::to_string(e);
     }
   }
+  if (dtype_is_float(v.data) && v.data != DType::kFloat32 && s.check_grad &&
+      op.grad_mode == GradMode::kKernel)
+    return audit_backward(op, s, v, ref, *inst, in32, in_t, expect, got);
   return "";
 }
 
@@ -255,7 +315,8 @@ TEST(DTypeAudit, EveryOpRefusesOrComputesRight) {
   for (const auto& [n, d] : failures) names += " " + n, details += "\n  " + d;
   EXPECT_TRUE(failures.empty()) << failures.size() << " ops compute wrong numbers or refuse "
                                 << "without the policy:" << names << details;
-  std::printf("[dtype audit] %zu runs, %d refused at bind\n", runs, refused);
+  std::printf("[dtype audit] %zu runs, %d refused at bind, %zu backward comparisons\n", runs,
+              refused, g_backward_runs);
   if (filter.empty()) EXPECT_GT(runs, 100u);
 }
 
