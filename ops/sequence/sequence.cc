@@ -28,8 +28,7 @@ const auto kSeqMaskSchema =
         .optional("use_sequence_length", &SeqParam::use_sequence_length, false,
                   "Take the lengths from the sequence_length input (else all full length).")
         .optional("value", &SeqParam::value, 0.f, "The value masked positions are set to.")
-        .optional("axis", &SeqParam::axis, int64_t{0},
-                  "The sequence axis: 0 or 1.");
+        .optional("axis", &SeqParam::axis, int64_t{0}, "The sequence axis: 0 or 1.");
 const auto kSeqSchema =
     ParamSchema<SeqParam>()
         .optional("use_sequence_length", &SeqParam::use_sequence_length, false,
@@ -210,9 +209,11 @@ LOOM_REGISTER_OP("SequenceMask")
     .cpu<SeqMaskKernel>()
     .sample({.attrs = {}, .in_shapes = {{3, 4}}})
     .sample({.attrs = {{"use_sequence_length", "True"}, {"value", "-2.5"}},
-             .in_shapes = {{4, 3, 2}, {3}}, .in_kinds = {"normal", "label:5"}})
+             .in_shapes = {{4, 3, 2}, {3}},
+             .in_kinds = {"normal", "label:5"}})
     .sample({.attrs = {{"use_sequence_length", "True"}, {"axis", "1"}, {"value", "0.3"}},
-             .in_shapes = {{3, 5, 2, 2}, {3}}, .in_kinds = {"normal", "label:6"}});
+             .in_shapes = {{3, 5, 2, 2}, {3}},
+             .in_kinds = {"normal", "label:6"}});
 
 LOOM_REGISTER_OP("SequenceLast")
     .describe("Takes the last element of each sequence (at position length - 1).")
@@ -227,9 +228,11 @@ LOOM_REGISTER_OP("SequenceLast")
     .cpu<SeqLastKernel>()
     .sample({.attrs = {}, .in_shapes = {{3, 4}}})
     .sample({.attrs = {{"use_sequence_length", "True"}},
-             .in_shapes = {{4, 3, 2}, {3}}, .in_kinds = {"normal", "label:5"}})
+             .in_shapes = {{4, 3, 2}, {3}},
+             .in_kinds = {"normal", "label:5"}})
     .sample({.attrs = {{"use_sequence_length", "True"}, {"axis", "1"}},
-             .in_shapes = {{3, 5, 2, 2}, {3}}, .in_kinds = {"normal", "label:6"}});
+             .in_shapes = {{3, 5, 2, 2}, {3}},
+             .in_kinds = {"normal", "label:6"}});
 
 LOOM_REGISTER_OP("SequenceReverse")
     .describe("Reverses the first `length` positions of each sequence along axis 0.")
@@ -244,7 +247,8 @@ LOOM_REGISTER_OP("SequenceReverse")
     .cpu<SeqReverseKernel>()
     .sample({.attrs = {}, .in_shapes = {{3, 4}}})
     .sample({.attrs = {{"use_sequence_length", "True"}},
-             .in_shapes = {{5, 3, 2}, {3}}, .in_kinds = {"normal", "label:6"}});
+             .in_shapes = {{5, 3, 2}, {3}},
+             .in_kinds = {"normal", "label:6"}});
 
 // The kernels compute float16/32/64 data through float32 buffers.
 LOOM_CPU_DTYPES("SequenceMask", kDTypePolicyFloats, {.any_inputs = {1}});

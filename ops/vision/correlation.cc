@@ -55,9 +55,10 @@ CorrGeom corr_geom(const OpAttrs& a, const Shape& s) {
   if (rh < 1 || rw < 1)
     throw ShapeError(vision::label(a) +
                      ": Correlation cannot be done with current settings: the neighbourhood "
-                     "and kernel (kernel_size " + std::to_string(g.K) + ", max_displacement " +
-                     std::to_string(g.md) + ", pad_size " + std::to_string(g.pad) +
-                     ") do not fit in the input " + s.str());
+                     "and kernel (kernel_size " +
+                     std::to_string(g.K) + ", max_displacement " + std::to_string(g.md) +
+                     ", pad_size " + std::to_string(g.pad) + ") do not fit in the input " +
+                     s.str());
   g.OH = (rh + g.s1 - 1) / g.s1, g.OW = (rw + g.s1 - 1) / g.s1;
   g.R = g.md / g.s2, g.D = 2 * g.R + 1;
   return g;
@@ -92,7 +93,8 @@ class CorrKernel final : public Kernel {
     std::vector<float> y(static_cast<size_t>(g_.N * g_.D * g_.D * g_.OH * g_.OW));
     const float inv = 1.f / static_cast<float>(g_.K * g_.K * g_.C);
     const int64_t planes = g_.N * g_.D * g_.D;
-#pragma omp parallel for schedule(static) if (planes * g_.OH * g_.OW * g_.K * g_.K * g_.C >= (1 << 16))
+#pragma omp parallel for schedule(static) if (planes * g_.OH * g_.OW * g_.K * g_.K * g_.C >= \
+                                              (1 << 16))
     for (int64_t q = 0; q < planes; ++q) {
       const int64_t n = q / (g_.D * g_.D), d = q % (g_.D * g_.D);
       for (int64_t i = 0; i < g_.OH; ++i)
@@ -118,12 +120,14 @@ class CorrKernel final : public Kernel {
     const std::vector<float> g = vision::load(og[0]);
     std::vector<float> d1(t1.size(), 0.f), d2(t2.size(), 0.f);
     const float inv = 1.f / static_cast<float>(g_.K * g_.K * g_.C);
-#pragma omp parallel for schedule(static) if (g_.N > 1 && g.size() * g_.K * g_.K * g_.C >= (1 << 16))
+#pragma omp parallel for schedule(static) if (g_.N > 1 && \
+                                              g.size() * g_.K * g_.K * g_.C >= (1 << 16))
     for (int64_t n = 0; n < g_.N; ++n)
       for (int64_t d = 0; d < g_.D * g_.D; ++d)
         for (int64_t i = 0; i < g_.OH; ++i)
           for (int64_t j = 0; j < g_.OW; ++j) {
-            const float go = g[static_cast<size_t>(((n * g_.D * g_.D + d) * g_.OH + i) * g_.OW + j)] * inv;
+            const float go =
+                g[static_cast<size_t>(((n * g_.D * g_.D + d) * g_.OH + i) * g_.OW + j)] * inv;
             each_tap(n, d, i, j, [&](size_t a, size_t b) {
               if (mul_) {
                 d1[a] += go * t2[b];
@@ -147,12 +151,13 @@ class CorrKernel final : public Kernel {
     const int64_t x2 = x1 + (d % g_.D - g_.R) * g_.s2, y2 = y1 + (d / g_.D - g_.R) * g_.s2;
     for (int64_t h = 0; h < g_.K; ++h)
       for (int64_t w = 0; w < g_.K; ++w) {
-        if (y1 + h >= g_.PH || x1 + w >= g_.PW || y2 + h < 0 || x2 + w < 0 ||
-            y2 + h >= g_.PH || x2 + w >= g_.PW)
+        if (y1 + h >= g_.PH || x1 + w >= g_.PW || y2 + h < 0 || x2 + w < 0 || y2 + h >= g_.PH ||
+            x2 + w >= g_.PW)
           continue;
         const size_t a = static_cast<size_t>(((n * g_.PH + y1 + h) * g_.PW + x1 + w) * g_.C);
         const size_t b = static_cast<size_t>(((n * g_.PH + y2 + h) * g_.PW + x2 + w) * g_.C);
-        for (int64_t c = 0; c < g_.C; ++c) fn(a + static_cast<size_t>(c), b + static_cast<size_t>(c));
+        for (int64_t c = 0; c < g_.C; ++c)
+          fn(a + static_cast<size_t>(c), b + static_cast<size_t>(c));
       }
   }
   // NCHW -> zero-padded NHWC.
@@ -191,10 +196,15 @@ LOOM_REGISTER_OP("Correlation")
     .cpu<CorrKernel>()
     .sample({.attrs = {{"kernel_size", "1"}, {"max_displacement", "2"}, {"pad_size", "2"}},
              .in_shapes = {{2, 2, 5, 5}, {2, 2, 5, 5}}})
-    .sample({.attrs = {{"kernel_size", "3"}, {"max_displacement", "1"}, {"stride1", "2"},
-                       {"pad_size", "2"}, {"is_multiply", "False"}},
+    .sample({.attrs = {{"kernel_size", "3"},
+                       {"max_displacement", "1"},
+                       {"stride1", "2"},
+                       {"pad_size", "2"},
+                       {"is_multiply", "False"}},
              .in_shapes = {{2, 1, 6, 4}, {2, 1, 6, 4}}})
-    .sample({.attrs = {{"kernel_size", "1"}, {"max_displacement", "2"}, {"stride2", "2"},
+    .sample({.attrs = {{"kernel_size", "1"},
+                       {"max_displacement", "2"},
+                       {"stride2", "2"},
                        {"pad_size", "2"}},
              .in_shapes = {{1, 3, 4, 5}, {1, 3, 4, 5}}});
 

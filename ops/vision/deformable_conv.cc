@@ -27,13 +27,15 @@ struct DeformParam {
 
 void deform_defaults(DeformParam& p) {
   if (p.kernel.ndim() != 2 || p.kernel[0] < 1 || p.kernel[1] < 1)
-    throw ParamError("parameter 'kernel' must be two positive sizes (h, w) (only 2-D is "
-                     "supported), got " + p.kernel.str());
+    throw ParamError(
+        "parameter 'kernel' must be two positive sizes (h, w) (only 2-D is "
+        "supported), got " +
+        p.kernel.str());
   auto fill = [](Shape& s, int64_t v, const char* name, int64_t lo) {
     if (s.ndim() == 0) s = Shape{v, v};
     if (s.ndim() != 2 || s[0] < lo || s[1] < lo)
-      throw ParamError(std::string("parameter '") + name + "' must be two values >= " +
-                       std::to_string(lo) + ", got " + s.str());
+      throw ParamError(std::string("parameter '") + name +
+                       "' must be two values >= " + std::to_string(lo) + ", got " + s.str());
   };
   fill(p.stride, 1, "stride", 1);
   fill(p.dilate, 1, "dilate", 1);
@@ -117,14 +119,17 @@ void infer_deform(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& 
   if (modulated) merge_shape(in[2], Shape{g.N, g.DG * g.K(), g.OH, g.OW}, "input 2 (mask)");
   merge_shape(in[static_cast<size_t>(wi)], Shape{g.F, g.C / g.G, g.KH, g.KW},
               input_label(a, static_cast<size_t>(wi)));
-  if (!p.no_bias) merge_shape(in[static_cast<size_t>(wi + 1)], Shape{g.F}, input_label(a, static_cast<size_t>(wi + 1)));
+  if (!p.no_bias)
+    merge_shape(in[static_cast<size_t>(wi + 1)], Shape{g.F},
+                input_label(a, static_cast<size_t>(wi + 1)));
   merge_shape(out[0], Shape{g.N, g.F, g.OH, g.OW}, "output 0");
 }
 
 class DeformKernel final : public Kernel {
  public:
   DeformKernel(const KernelArgs& a, bool modulated)
-      : mod_(modulated), bias_(!a.attrs.param<DeformParam>().no_bias),
+      : mod_(modulated),
+        bias_(!a.attrs.param<DeformParam>().no_bias),
         g_(dgeom(a.attrs.param<DeformParam>(), a.in_shapes[0])) {
     vision::check_float(a, a.in_shapes.size());
   }
@@ -214,7 +219,8 @@ class DeformKernel final : public Kernel {
   bool sample(const float* plane, float h, float w, Fn fn, float* dvh, float* dvw) const {
     const int64_t H = g_.H, W = g_.W;
     if (!mod_) {
-      if (!(h >= 0.f && w >= 0.f && h < static_cast<float>(H) && w < static_cast<float>(W))) return false;
+      if (!(h >= 0.f && w >= 0.f && h < static_cast<float>(H) && w < static_cast<float>(W)))
+        return false;
       int64_t hl = static_cast<int64_t>(std::floor(h)), wl = static_cast<int64_t>(std::floor(w));
       int64_t hh = hl + 1, wh = wl + 1;
       bool ch = false, cw = false;
@@ -232,8 +238,10 @@ class DeformKernel final : public Kernel {
       }
       return true;
     }
-    if (!(h > -1.f && w > -1.f && h < static_cast<float>(H) && w < static_cast<float>(W))) return false;
-    const int64_t hl = static_cast<int64_t>(std::floor(h)), wl = static_cast<int64_t>(std::floor(w));
+    if (!(h > -1.f && w > -1.f && h < static_cast<float>(H) && w < static_cast<float>(W)))
+      return false;
+    const int64_t hl = static_cast<int64_t>(std::floor(h)),
+                  wl = static_cast<int64_t>(std::floor(w));
     const int64_t hh = hl + 1, wh = wl + 1;
     const float lh = h - static_cast<float>(hl), lw = w - static_cast<float>(wl);
     float v[4] = {0.f, 0.f, 0.f, 0.f};
@@ -262,9 +270,12 @@ class DeformKernel final : public Kernel {
         const int64_t oh = ((n * g_.DG + dg) * 2 * K + 2 * k) * P;
         for (int64_t q = 0; q < P; ++q) {
           const int64_t y = q / g_.OW, xq = q % g_.OW;
-          const float h = static_cast<float>(y * g_.sh - g_.ph + i * g_.dh) + x.off[static_cast<size_t>(oh + q)];
-          const float w = static_cast<float>(xq * g_.sw - g_.pw + j * g_.dw) + x.off[static_cast<size_t>(oh + P + q)];
-          const float m = mod_ ? x.mask[static_cast<size_t>(((n * g_.DG + dg) * K + k) * P + q)] : 1.f;
+          const float h = static_cast<float>(y * g_.sh - g_.ph + i * g_.dh) +
+                          x.off[static_cast<size_t>(oh + q)];
+          const float w = static_cast<float>(xq * g_.sw - g_.pw + j * g_.dw) +
+                          x.off[static_cast<size_t>(oh + P + q)];
+          const float m =
+              mod_ ? x.mask[static_cast<size_t>(((n * g_.DG + dg) * K + k) * P + q)] : 1.f;
           fn(c, k, q, h, w, m, oh + q);
         }
       }
@@ -275,7 +286,8 @@ class DeformKernel final : public Kernel {
     each_entry(x, n, [&](int64_t c, int64_t k, int64_t q, float h, float w, float m, int64_t) {
       const float* plane = &x.data[static_cast<size_t>((n * g_.C + c) * g_.H * g_.W)];
       float v = 0.f;
-      sample(plane, h, w, [&](int64_t i, float wt) { v += wt * plane[i]; }, nullptr, nullptr);
+      sample(
+          plane, h, w, [&](int64_t i, float wt) { v += wt * plane[i]; }, nullptr, nullptr);
       col[static_cast<size_t>((c * g_.K() + k) * g_.P() + q)] = v * m;
     });
   }
@@ -287,10 +299,13 @@ class DeformKernel final : public Kernel {
       const size_t pl = static_cast<size_t>((n * g_.C + c) * g_.H * g_.W);
       const float* plane = &x.data[pl];
       float v = 0.f, dvh = 0.f, dvw = 0.f;
-      if (!sample(plane, h, w, [&](int64_t i, float wt) {
-            v += wt * plane[i];
-            dx[pl + static_cast<size_t>(i)] += wt * m * gcol;
-          }, &dvh, &dvw))
+      if (!sample(
+              plane, h, w,
+              [&](int64_t i, float wt) {
+                v += wt * plane[i];
+                dx[pl + static_cast<size_t>(i)] += wt * m * gcol;
+              },
+              &dvh, &dvw))
         return;
       doff[static_cast<size_t>(oi)] += gcol * m * dvh;
       doff[static_cast<size_t>(oi + P)] += gcol * m * dvw;
@@ -322,8 +337,12 @@ LOOM_REGISTER_OP("_contrib_DeformableConvolution")
     .sample({.attrs = {{"kernel", "(3, 3)"}, {"num_filter", "3"}, {"pad", "(1, 1)"}},
              .in_shapes = {{2, 2, 4, 5}, {2, 18, 4, 5}, {3, 2, 3, 3}, {3}},
              .in_kinds = {"normal", "unit", "normal", "normal"}})
-    .sample({.attrs = {{"kernel", "(2, 2)"}, {"num_filter", "4"}, {"num_group", "2"},
-                       {"num_deformable_group", "2"}, {"stride", "(2, 1)"}, {"dilate", "(1, 2)"},
+    .sample({.attrs = {{"kernel", "(2, 2)"},
+                       {"num_filter", "4"},
+                       {"num_group", "2"},
+                       {"num_deformable_group", "2"},
+                       {"stride", "(2, 1)"},
+                       {"dilate", "(1, 2)"},
                        {"no_bias", "True"}},
              .in_shapes = {{1, 4, 5, 5}, {1, 16, 2, 3}, {4, 2, 2, 2}},
              .in_kinds = {"normal", "unit", "normal"}});
@@ -341,7 +360,9 @@ LOOM_REGISTER_OP("_contrib_ModulatedDeformableConvolution")
     .sample({.attrs = {{"kernel", "(3, 3)"}, {"num_filter", "3"}, {"pad", "(1, 1)"}},
              .in_shapes = {{2, 2, 4, 5}, {2, 18, 4, 5}, {2, 9, 4, 5}, {3, 2, 3, 3}, {3}},
              .in_kinds = {"normal", "unit", "unit", "normal", "normal"}})
-    .sample({.attrs = {{"kernel", "(2, 2)"}, {"num_filter", "2"}, {"num_deformable_group", "2"},
+    .sample({.attrs = {{"kernel", "(2, 2)"},
+                       {"num_filter", "2"},
+                       {"num_deformable_group", "2"},
                        {"no_bias", "True"}},
              .in_shapes = {{1, 4, 4, 4}, {1, 16, 3, 3}, {1, 8, 3, 3}, {2, 4, 2, 2}},
              .in_kinds = {"normal", "unit", "unit", "normal"}});

@@ -43,8 +43,9 @@ const auto kDPSSchema =
             throw ParamError("parameter 'trans_std' must be in [0, 1]");
           if (p.output_dim < 1 || p.group_size < 1 || p.pooled_size < 1 || p.part_size < 1 ||
               p.sample_per_part < 1)
-            throw ParamError("parameters 'output_dim', 'group_size', 'pooled_size', "
-                             "'part_size' and 'sample_per_part' must be positive");
+            throw ParamError(
+                "parameters 'output_dim', 'group_size', 'pooled_size', "
+                "'part_size' and 'sample_per_part' must be positive");
         });
 
 void infer_dps(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
@@ -58,8 +59,10 @@ void infer_dps(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out
     const Shape& t = in[2];
     if (t.ndim() != 4 || t[1] % 2 != 0 || t[1] == 0 || p.output_dim % (t[1] / 2) != 0 ||
         t[2] != p.part_size || t[3] != p.part_size)
-      throw ShapeError(what + ": trans must be (num_rois, 2 * classes, part_size, part_size) "
-                       "with output_dim a multiple of classes, got " + t.str());
+      throw ShapeError(what +
+                       ": trans must be (num_rois, 2 * classes, part_size, part_size) "
+                       "with output_dim a multiple of classes, got " +
+                       t.str());
   }
   if (in[0].ndim() && in[0][1] < p.output_dim * p.group_size * p.group_size)
     throw ShapeError(what + ": data has " + std::to_string(in[0][1]) +
@@ -73,7 +76,9 @@ void infer_dps(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out
 class DPSKernel final : public Kernel {
  public:
   explicit DPSKernel(const KernelArgs& a)
-      : p_(a.attrs.param<DPSParam>()), d_(a.in_shapes[0]), o_(a.out_shapes[0]),
+      : p_(a.attrs.param<DPSParam>()),
+        d_(a.in_shapes[0]),
+        o_(a.out_shapes[0]),
         classes_(p_.no_trans ? 1 : a.in_shapes[2][1] / 2) {
     vision::check_float(a, a.in_shapes.size());
   }
@@ -99,25 +104,28 @@ class DPSKernel final : public Kernel {
     const std::vector<float> tr = p_.no_trans ? std::vector<float>() : vision::load(in[2]);
     const std::vector<float> g = vision::load(og[0]);
     std::vector<float> cnt(static_cast<size_t>(o_.numel()), 0.f);
-    run(x, rois, tr, [&](size_t o, int64_t, float, float, float, float, float, int64_t) { cnt[o] += 1.f; });
+    run(x, rois, tr,
+        [&](size_t o, int64_t, float, float, float, float, float, int64_t) { cnt[o] += 1.f; });
     std::vector<float> dx(x.size(), 0.f), dtr(tr.size(), 0.f);
     const int64_t W = d_[3];
-    run(x, rois, tr, [&](size_t o, int64_t base, float, float h, float w, float dvh, float dvw,
-                         int64_t ti) {
-      const float gv = g[o] / cnt[o];
-      const int64_t y0 = static_cast<int64_t>(std::floor(h)), x0 = static_cast<int64_t>(std::floor(w));
-      const int64_t y1 = static_cast<int64_t>(std::ceil(h)), x1 = static_cast<int64_t>(std::ceil(w));
-      const float dy = h - static_cast<float>(y0), dxw = w - static_cast<float>(x0);
-      dx[static_cast<size_t>(base + y0 * W + x0)] += (1 - dxw) * (1 - dy) * gv;
-      dx[static_cast<size_t>(base + y1 * W + x0)] += (1 - dxw) * dy * gv;
-      dx[static_cast<size_t>(base + y0 * W + x1)] += dxw * (1 - dy) * gv;
-      dx[static_cast<size_t>(base + y1 * W + x1)] += dxw * dy * gv;
-      if (!p_.no_trans) {
-        const size_t pp = static_cast<size_t>(p_.part_size * p_.part_size);
-        dtr[static_cast<size_t>(ti)] += dvw * gv;
-        dtr[static_cast<size_t>(ti) + pp] += dvh * gv;
-      }
-    });
+    run(x, rois, tr,
+        [&](size_t o, int64_t base, float, float h, float w, float dvh, float dvw, int64_t ti) {
+          const float gv = g[o] / cnt[o];
+          const int64_t y0 = static_cast<int64_t>(std::floor(h)),
+                        x0 = static_cast<int64_t>(std::floor(w));
+          const int64_t y1 = static_cast<int64_t>(std::ceil(h)),
+                        x1 = static_cast<int64_t>(std::ceil(w));
+          const float dy = h - static_cast<float>(y0), dxw = w - static_cast<float>(x0);
+          dx[static_cast<size_t>(base + y0 * W + x0)] += (1 - dxw) * (1 - dy) * gv;
+          dx[static_cast<size_t>(base + y1 * W + x0)] += (1 - dxw) * dy * gv;
+          dx[static_cast<size_t>(base + y0 * W + x1)] += dxw * (1 - dy) * gv;
+          dx[static_cast<size_t>(base + y1 * W + x1)] += dxw * dy * gv;
+          if (!p_.no_trans) {
+            const size_t pp = static_cast<size_t>(p_.part_size * p_.part_size);
+            dtr[static_cast<size_t>(ti)] += dvw * gv;
+            dtr[static_cast<size_t>(ti) + pp] += dvh * gv;
+          }
+        });
     vision::store(ig[0], req[0], dx);
     if (!p_.no_trans) vision::store(ig[2], req[2], dtr);
   }
@@ -129,7 +137,8 @@ class DPSKernel final : public Kernel {
   void run(const std::vector<float>& x, const std::vector<float>& rois,
            const std::vector<float>& tr, Fn fn) const {
     const int64_t N = d_[0], C = d_[1], H = d_[2], W = d_[3];
-    const int64_t D = o_[1], P = o_[2], G = p_.group_size, PS = p_.part_size, S = p_.sample_per_part;
+    const int64_t D = o_[1], P = o_[2], G = p_.group_size, PS = p_.part_size,
+                  S = p_.sample_per_part;
     const int64_t per_class = D / classes_;
     const float sc = p_.spatial_scale;
     for (int64_t n = 0; n < o_[0]; ++n) {
@@ -137,19 +146,23 @@ class DPSKernel final : public Kernel {
       const int64_t b = static_cast<int64_t>(r[0]);
       if (b < 0 || b >= N) continue;
       const float sw = std::round(r[1]) * sc - 0.5f, sh = std::round(r[2]) * sc - 0.5f;
-      const float ew = (std::round(r[3]) + 1.f) * sc - 0.5f, eh = (std::round(r[4]) + 1.f) * sc - 0.5f;
+      const float ew = (std::round(r[3]) + 1.f) * sc - 0.5f,
+                  eh = (std::round(r[4]) + 1.f) * sc - 0.5f;
       const float rw = std::max(ew - sw, 0.1f), rh = std::max(eh - sh, 0.1f);
       const float bw = rw / static_cast<float>(P), bh = rh / static_cast<float>(P);
       const float subw = bw / static_cast<float>(S), subh = bh / static_cast<float>(S);
       for (int64_t ct = 0; ct < D; ++ct)
         for (int64_t ph = 0; ph < P; ++ph)
           for (int64_t pw = 0; pw < P; ++pw) {
-            const int64_t part_h = static_cast<int64_t>(std::floor(static_cast<float>(ph) / static_cast<float>(P) * static_cast<float>(PS)));
-            const int64_t part_w = static_cast<int64_t>(std::floor(static_cast<float>(pw) / static_cast<float>(P) * static_cast<float>(PS)));
+            const int64_t part_h = static_cast<int64_t>(std::floor(
+                static_cast<float>(ph) / static_cast<float>(P) * static_cast<float>(PS)));
+            const int64_t part_w = static_cast<int64_t>(std::floor(
+                static_cast<float>(pw) / static_cast<float>(P) * static_cast<float>(PS)));
             const int64_t cls = ct / per_class;
             const int64_t ti = ((n * classes_ + cls) * 2 * PS + part_h) * PS + part_w;
             const float tx = p_.no_trans ? 0.f : tr[static_cast<size_t>(ti)] * p_.trans_std;
-            const float ty = p_.no_trans ? 0.f : tr[static_cast<size_t>(ti + PS * PS)] * p_.trans_std;
+            const float ty =
+                p_.no_trans ? 0.f : tr[static_cast<size_t>(ti + PS * PS)] * p_.trans_std;
             const float ws = static_cast<float>(pw) * bw + sw + tx * rw;
             const float hs = static_cast<float>(ph) * bh + sh + ty * rh;
             const int64_t gw = std::clamp<int64_t>(pw * G / P, 0, G - 1);
@@ -160,7 +173,8 @@ class DPSKernel final : public Kernel {
             const size_t o = static_cast<size_t>(((n * D + ct) * P + ph) * P + pw);
             for (int64_t ih = 0; ih < S; ++ih)
               for (int64_t iw = 0; iw < S; ++iw) {
-                float w = ws + static_cast<float>(iw) * subw, h = hs + static_cast<float>(ih) * subh;
+                float w = ws + static_cast<float>(iw) * subw,
+                      h = hs + static_cast<float>(ih) * subh;
                 if (w < -0.5f || w > static_cast<float>(W) - 0.5f || h < -0.5f ||
                     h > static_cast<float>(H) - 0.5f)
                   continue;
@@ -168,16 +182,22 @@ class DPSKernel final : public Kernel {
                 const bool ch = h < 0.f || h > static_cast<float>(H - 1);
                 w = std::clamp(w, 0.f, static_cast<float>(W - 1));
                 h = std::clamp(h, 0.f, static_cast<float>(H - 1));
-                const int64_t x0 = static_cast<int64_t>(std::floor(w)), x1 = static_cast<int64_t>(std::ceil(w));
-                const int64_t y0 = static_cast<int64_t>(std::floor(h)), y1 = static_cast<int64_t>(std::ceil(h));
+                const int64_t x0 = static_cast<int64_t>(std::floor(w)),
+                              x1 = static_cast<int64_t>(std::ceil(w));
+                const int64_t y0 = static_cast<int64_t>(std::floor(h)),
+                              y1 = static_cast<int64_t>(std::ceil(h));
                 const float dxw = w - static_cast<float>(x0), dy = h - static_cast<float>(y0);
                 const float u00 = plane[y0 * W + x0], u01 = plane[y1 * W + x0];
                 const float u10 = plane[y0 * W + x1], u11 = plane[y1 * W + x1];
                 const float v = (1 - dxw) * (1 - dy) * u00 + (1 - dxw) * dy * u01 +
                                 dxw * (1 - dy) * u10 + dxw * dy * u11;
                 // d v / d trans: through w = ... + trans_x * trans_std * roi_width.
-                const float dvx = cw ? 0.f : (u11 * dy + u10 * (1 - dy) - u01 * dy - u00 * (1 - dy)) * p_.trans_std * rw;
-                const float dvy = ch ? 0.f : (u11 * dxw + u01 * (1 - dxw) - u10 * dxw - u00 * (1 - dxw)) * p_.trans_std * rh;
+                const float dvx = cw ? 0.f
+                                     : (u11 * dy + u10 * (1 - dy) - u01 * dy - u00 * (1 - dy)) *
+                                           p_.trans_std * rw;
+                const float dvy = ch ? 0.f
+                                     : (u11 * dxw + u01 * (1 - dxw) - u10 * dxw - u00 * (1 - dxw)) *
+                                           p_.trans_std * rh;
                 fn(o, base, v, h, w, dvy, dvx, ti);
               }
           }
@@ -203,13 +223,21 @@ LOOM_REGISTER_OP("_contrib_DeformablePSROIPooling")
     })
     .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = false})
     .cpu<DPSKernel>()
-    .sample({.attrs = {{"spatial_scale", "1"}, {"output_dim", "2"}, {"group_size", "2"},
-                       {"pooled_size", "2"}, {"sample_per_part", "2"}, {"trans_std", "0.1"}},
+    .sample({.attrs = {{"spatial_scale", "1"},
+                       {"output_dim", "2"},
+                       {"group_size", "2"},
+                       {"pooled_size", "2"},
+                       {"sample_per_part", "2"},
+                       {"trans_std", "0.1"}},
              .in_shapes = {{2, 8, 6, 6}, {3, 5}, {3, 4, 2, 2}},
              .in_kinds = {"normal", "index:3", "unit"}})
-    .sample({.attrs = {{"spatial_scale", "0.5"}, {"output_dim", "1"}, {"group_size", "3"},
-                       {"pooled_size", "3"}, {"no_trans", "True"}},
-             .in_shapes = {{1, 9, 5, 5}, {2, 5}}, .in_kinds = {"normal", "index:1"}});
+    .sample({.attrs = {{"spatial_scale", "0.5"},
+                       {"output_dim", "1"},
+                       {"group_size", "3"},
+                       {"pooled_size", "3"},
+                       {"no_trans", "True"}},
+             .in_shapes = {{1, 9, 5, 5}, {2, 5}},
+             .in_kinds = {"normal", "index:1"}});
 
 LOOM_CPU_DTYPES("_contrib_DeformablePSROIPooling", kDTypePolicyFloats);
 

@@ -28,8 +28,8 @@ void fill_defaults(Im2colParam& p) {
                        "dimensions as kernel " + p.kernel.str());
     for (int i = 0; i < nd; ++i)
       if (s[i] < lo)
-        throw ParamError(std::string("parameter '") + name + "' must be >= " +
-                         std::to_string(lo) + ", got " + s.str());
+        throw ParamError(std::string("parameter '") + name + "' must be >= " + std::to_string(lo) +
+                         ", got " + s.str());
   };
   fill(p.kernel, 1, "kernel", 1);
   fill(p.stride, 1, "stride", 1);
@@ -49,8 +49,7 @@ const auto kIm2colSchema =
         .check(fill_defaults);
 const auto kCol2imSchema =
     ParamSchema<Im2colParam>()
-        .required("output_size", &Im2colParam::output_size,
-                  "The spatial size of the output image.")
+        .required("output_size", &Im2colParam::output_size, "The spatial size of the output image.")
         .required("kernel", &Im2colParam::kernel, "Sliding kernel size: (w,), (h, w) or (d, h, w).")
         .optional("stride", &Im2colParam::stride, Shape(std::vector<int64_t>{}),
                   "Sliding stride (default 1 per dimension).")
@@ -98,7 +97,9 @@ void each_tap(const ColGeom& g, Fn fn) {
   for (int64_t nc = 0; nc < g.N * g.C; ++nc)
     for (int64_t kk = 0; kk < g.K; ++kk) {
       int64_t r = kk;
-      for (int i = g.nd - 1; i >= 0; --i) k[static_cast<size_t>(i)] = r % g.ker[static_cast<size_t>(i)], r /= g.ker[static_cast<size_t>(i)];
+      for (int i = g.nd - 1; i >= 0; --i)
+        k[static_cast<size_t>(i)] = r % g.ker[static_cast<size_t>(i)],
+        r /= g.ker[static_cast<size_t>(i)];
       const int64_t row = (nc * g.K + kk) * g.L;
       for (int64_t l = 0; l < g.L; ++l) {
         int64_t q = l, idx = 0;
@@ -132,7 +133,8 @@ void infer_im2col(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& 
   if (in[0].ndim() == 0) return;
   if (in[0].ndim() != p.kernel.ndim() + 2)
     throw ShapeError(vision::label(a) + ": data " + in[0].str() + " must have " +
-                     std::to_string(p.kernel.ndim() + 2) + " dimensions for kernel " + p.kernel.str());
+                     std::to_string(p.kernel.ndim() + 2) + " dimensions for kernel " +
+                     p.kernel.str());
   const ColGeom g = col_geom(a, in[0][0], in[0][1], tail(in[0], 2));
   merge_shape(out[0], Shape{g.N, g.C * g.K, g.L}, "output 0");
 }
@@ -161,7 +163,8 @@ class ColKernel final : public Kernel {
   ColKernel(const KernelArgs& a, bool to_col)
       : to_col_(to_col),
         g_(to_col ? col_geom(a.attrs, a.in_shapes[0][0], a.in_shapes[0][1], tail(a.in_shapes[0], 2))
-                  : col_geom(a.attrs, a.out_shapes[0][0], a.out_shapes[0][1], tail(a.out_shapes[0], 2))),
+                  : col_geom(a.attrs, a.out_shapes[0][0], a.out_shapes[0][1],
+                             tail(a.out_shapes[0], 2))),
         img_(to_col ? a.in_shapes[0].numel() : a.out_shapes[0].numel()),
         col_(to_col ? a.out_shapes[0].numel() : a.in_shapes[0].numel()) {
     vision::check_float(a, 1);
@@ -203,7 +206,9 @@ LOOM_REGISTER_OP("im2col")
     .kernel(DeviceType::kCPU,
             [](const KernelArgs& a) { return std::make_unique<ColKernel>(a, true); })
     .sample({.attrs = {{"kernel", "(2, 3)"}}, .in_shapes = {{2, 2, 4, 5}}})
-    .sample({.attrs = {{"kernel", "(3, 3)"}, {"stride", "(2, 2)"}, {"dilate", "(1, 2)"},
+    .sample({.attrs = {{"kernel", "(3, 3)"},
+                       {"stride", "(2, 2)"},
+                       {"dilate", "(1, 2)"},
                        {"pad", "(1, 1)"}},
              .in_shapes = {{1, 2, 6, 7}}})
     .sample({.attrs = {{"kernel", "(3,)"}, {"pad", "(1,)"}}, .in_shapes = {{2, 3, 5}}});
@@ -216,10 +221,12 @@ LOOM_REGISTER_OP("col2im")
     .deps(GradDeps{.out_grad = true, .in_data = false, .out_data = false})
     .kernel(DeviceType::kCPU,
             [](const KernelArgs& a) { return std::make_unique<ColKernel>(a, false); })
-    .sample({.attrs = {{"output_size", "(4, 5)"}, {"kernel", "(2, 3)"}},
-             .in_shapes = {{2, 12, 9}}})
-    .sample({.attrs = {{"output_size", "(6, 7)"}, {"kernel", "(3, 3)"}, {"stride", "(2, 2)"},
-                       {"dilate", "(1, 2)"}, {"pad", "(1, 1)"}},
+    .sample({.attrs = {{"output_size", "(4, 5)"}, {"kernel", "(2, 3)"}}, .in_shapes = {{2, 12, 9}}})
+    .sample({.attrs = {{"output_size", "(6, 7)"},
+                       {"kernel", "(3, 3)"},
+                       {"stride", "(2, 2)"},
+                       {"dilate", "(1, 2)"},
+                       {"pad", "(1, 1)"}},
              .in_shapes = {{1, 18, 9}}});
 
 // The kernels compute float16/32/64 data through float32 buffers.

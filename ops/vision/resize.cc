@@ -31,8 +31,10 @@ const auto kAdaptiveSchema = ParamSchema<AdaptiveParam>().optional(
 Shape adaptive_out(const OpAttrs& a, const Shape& s) {
   const Shape& o = a.param<AdaptiveParam>().output_size;
   int64_t h = 1, w = 1;
-  if (o.ndim() == 1) h = w = o[0];
-  else if (o.ndim() == 2) h = o[0], w = o[1];
+  if (o.ndim() == 1)
+    h = w = o[0];
+  else if (o.ndim() == 2)
+    h = o[0], w = o[1];
   if (h <= 0 || w <= 0)
     throw ShapeError(vision::label(a) + ": output_size must be positive, got " + o.str());
   return Shape{s[0], s[1], h, w};
@@ -122,10 +124,10 @@ const auto kResizeSchema =
                   "Height scale factor (instead of height).")
         .optional("scale_width", &ResizeParam::scale_width, std::optional<float>(),
                   "Width scale factor (instead of width).")
-        .choice("mode", &ResizeParam::mode,
-                {"size", "odd_scale", "like", "to_even_down", "to_even_up", "to_odd_down",
-                 "to_odd_up"},
-                std::string("size"), "How the output size is chosen.")
+        .choice(
+            "mode", &ResizeParam::mode,
+            {"size", "odd_scale", "like", "to_even_down", "to_even_up", "to_odd_down", "to_odd_up"},
+            std::string("size"), "How the output size is chosen.")
         .optional("align_corners", &ResizeParam::align_corners, true,
                   "Map the corner pixel centres onto each other.")
         .check([](ResizeParam& p) {
@@ -154,8 +156,9 @@ void infer_resize(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& 
   if (p.mode == "size") {
     h = p.scale_height ? static_cast<int64_t>(*p.scale_height * static_cast<float>(H)) : *p.height;
     w = p.scale_width ? static_cast<int64_t>(*p.scale_width * static_cast<float>(W))
-        : p.scale_height ? static_cast<int64_t>(need(p.scale_width, "scale_width") * static_cast<float>(W))
-                         : *p.width;
+        : p.scale_height
+            ? static_cast<int64_t>(need(p.scale_width, "scale_width") * static_cast<float>(W))
+            : *p.width;
   } else if (p.mode == "odd_scale") {
     const float sh = need(p.scale_height, "scale_height"), sw = need(p.scale_width, "scale_width");
     h = H % 2 == 0 ? static_cast<int64_t>(static_cast<float>(H) * sh)
@@ -205,7 +208,8 @@ Axis axis_map(int64_t in, int64_t out, bool align) {
 class ResizeKernel final : public Kernel {
  public:
   explicit ResizeKernel(const KernelArgs& a)
-      : i_(a.in_shapes[0]), o_(a.out_shapes[0]),
+      : i_(a.in_shapes[0]),
+        o_(a.out_shapes[0]),
         align_(a.attrs.param<ResizeParam>().align_corners) {
     vision::check_float(a, 1);
   }
@@ -233,7 +237,8 @@ class ResizeKernel final : public Kernel {
   void run(Fn fn) const {
     const int64_t IH = i_[2], IW = i_[3], OH = o_[2], OW = o_[3];
     if (IH == OH && IW == OW) {  // a copy (MXNet's special case)
-      for (int64_t k = 0; k < i_.numel(); ++k) fn(static_cast<size_t>(k), static_cast<size_t>(k), 1.f);
+      for (int64_t k = 0; k < i_.numel(); ++k)
+        fn(static_cast<size_t>(k), static_cast<size_t>(k), 1.f);
       return;
     }
     const Axis mh = axis_map(IH, OH, align_), mw = axis_map(IW, OW, align_);

@@ -49,10 +49,10 @@ std::vector<float> sample_forward(const SampleGeom& g, const std::vector<float>&
       auto v = [&](int64_t yy, int64_t xx) {
         return yy >= 0 && yy < g.IH && xx >= 0 && xx < g.IW ? src[yy * g.IW + xx] : 0.f;
       };
-      y[static_cast<size_t>(nc * hw + p)] =
-          v(t.y0, t.x0) * t.wy * t.wx + v(t.y0, t.x0 + 1) * t.wy * (1.f - t.wx) +
-          v(t.y0 + 1, t.x0) * (1.f - t.wy) * t.wx +
-          v(t.y0 + 1, t.x0 + 1) * (1.f - t.wy) * (1.f - t.wx);
+      y[static_cast<size_t>(nc * hw + p)] = v(t.y0, t.x0) * t.wy * t.wx +
+                                            v(t.y0, t.x0 + 1) * t.wy * (1.f - t.wx) +
+                                            v(t.y0 + 1, t.x0) * (1.f - t.wy) * t.wx +
+                                            v(t.y0 + 1, t.x0 + 1) * (1.f - t.wy) * (1.f - t.wx);
     }
   }
   return y;
@@ -127,7 +127,8 @@ std::vector<float> affine_grid_grad(const std::vector<float>& dsrc, const std::v
       for (int64_t j = 0; j < 3; ++j) {
         double s = 0;
         for (int64_t p = 0; p < hw; ++p)
-          s += double(dsrc[static_cast<size_t>((n * 2 + k) * hw + p)]) * dst[static_cast<size_t>(j * hw + p)];
+          s += double(dsrc[static_cast<size_t>((n * 2 + k) * hw + p)]) *
+               dst[static_cast<size_t>(j * hw + p)];
         dt[static_cast<size_t>(n * 6 + k * 3 + j)] = static_cast<float>(s);
       }
   return dt;
@@ -175,7 +176,8 @@ class GridGenKernel final : public Kernel {
  public:
   explicit GridGenKernel(const KernelArgs& a)
       : affine_(a.attrs.param<GridGenParam>().transform_type == "affine"),
-        in_(a.in_shapes[0]), out_(a.out_shapes[0]) {
+        in_(a.in_shapes[0]),
+        out_(a.out_shapes[0]) {
     vision::check_float(a, 1);
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
@@ -300,8 +302,12 @@ LOOM_REGISTER_OP("BilinearSampler")
     .shape_fn(infer_sampler)
     .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = false})
     .cpu<SamplerKernel>()
-    .sample({.attrs = {}, .in_shapes = {{2, 3, 4, 5}, {2, 2, 3, 3}}, .in_kinds = {"normal", "unit"}})
-    .sample({.attrs = {}, .in_shapes = {{1, 2, 5, 4}, {1, 2, 4, 6}}, .in_kinds = {"normal", "normal"}});
+    .sample({.attrs = {},
+             .in_shapes = {{2, 3, 4, 5}, {2, 2, 3, 3}},
+             .in_kinds = {"normal", "unit"}})
+    .sample({.attrs = {},
+             .in_shapes = {{1, 2, 5, 4}, {1, 2, 4, 6}},
+             .in_kinds = {"normal", "normal"}});
 
 // ------------------------------------------------------------------ SpatialTransformer
 struct STParam {
@@ -382,9 +388,11 @@ LOOM_REGISTER_OP("SpatialTransformer")
     .shape_fn(infer_st)
     .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = false})
     .cpu<STKernel>()
-    .sample({.attrs = {{"target_shape", "(3, 4)"}, {"transform_type", "affine"},
+    .sample({.attrs = {{"target_shape", "(3, 4)"},
+                       {"transform_type", "affine"},
                        {"sampler_type", "bilinear"}},
-             .in_shapes = {{2, 2, 5, 6}, {2, 6}}, .in_kinds = {"normal", "unit"},
+             .in_shapes = {{2, 2, 5, 6}, {2, 6}},
+             .in_kinds = {"normal", "unit"},
              // A step in loc moves every sampling point at once; some cross pixel borders
              // (kinks of the bilinear weights) that the per-element kink test cannot see.
              .grad_rtol = 5e-2});

@@ -24,11 +24,14 @@ inline std::vector<float> load(const NDArray& a) {
     std::copy_n(a.cdata<float>(), v.size(), v.data());
     return v;
   }
-  dispatch_dtype(a.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* p = a.cdata<T>();
-    for (size_t i = 0; i < v.size(); ++i) v[i] = convert_value<float>(p[i]);
-  }, "load");
+  dispatch_dtype(
+      a.dtype(),
+      [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* p = a.cdata<T>();
+        for (size_t i = 0; i < v.size(); ++i) v[i] = convert_value<float>(p[i]);
+      },
+      "load");
   return v;
 }
 
@@ -36,16 +39,18 @@ inline std::vector<float> load(const NDArray& a) {
 inline void store(const NDArray& dst, Req req, const std::vector<float>& v) {
   if (req == Req::kNull || dst.is_none()) return;
   const size_t n = std::min(v.size(), static_cast<size_t>(dst.size()));
-  dispatch_dtype(dst.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = dst.data<T>();
-    if (req == Req::kAdd) {
-      for (size_t i = 0; i < n; ++i)
-        p[i] = convert_value<T>(convert_value<float>(p[i]) + v[i]);
-    } else {
-      for (size_t i = 0; i < n; ++i) p[i] = convert_value<T>(v[i]);
-    }
-  }, "store");
+  dispatch_dtype(
+      dst.dtype(),
+      [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* p = dst.data<T>();
+        if (req == Req::kAdd) {
+          for (size_t i = 0; i < n; ++i) p[i] = convert_value<T>(convert_value<float>(p[i]) + v[i]);
+        } else {
+          for (size_t i = 0; i < n; ++i) p[i] = convert_value<T>(v[i]);
+        }
+      },
+      "store");
 }
 
 /// Writes zeros honouring req (kAdd leaves dst as it is).
@@ -87,7 +92,8 @@ inline void infer_type_shared(std::vector<DType>& in, std::vector<DType>& out, s
   for (size_t k = 0; k < out.size(); ++k)
     if (!is_fixed(k)) out[k] = t;
   for (auto& f : fixed)
-    if (f.first < out.size()) merge_type(out[f.first], f.second, "output " + std::to_string(f.first));
+    if (f.first < out.size())
+      merge_type(out[f.first], f.second, "output " + std::to_string(f.first));
 }
 
 }  // namespace loom::vision

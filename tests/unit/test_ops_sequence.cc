@@ -57,7 +57,8 @@ std::vector<NDArray> ref_last(const RefCall& c) {
   NDArray y(c.out_shapes[0]);
   for (int64_t b = 0; b < v.B; ++b)
     for (int64_t r = 0; r < v.R; ++r)
-      y.data<float>()[b * v.R + r] = static_cast<float>(c.in[0].at(v.at(length(c, v, b, 1) - 1, b, r)));
+      y.data<float>()[b * v.R + r] =
+          static_cast<float>(c.in[0].at(v.at(length(c, v, b, 1) - 1, b, r)));
   return {y};
 }
 LOOM_OP_REFERENCE("SequenceLast", ref_last);
@@ -88,13 +89,13 @@ TEST(OpsSequence, ReverseMatchesMXNetExample) {
   for (int i = 1; i <= 18; ++i) x.push_back(static_cast<float>(i));
   ImperativeOp op("SequenceReverse", {{"use_sequence_length", "True"}}, {{3, 2, 3}, {2}});
   auto y = op.forward({from({3, 2, 3}, x), from({2}, {2, 3})});
-  EXPECT_EQ(values(y[0]), (std::vector<float>{7, 8, 9, 16, 17, 18, 1, 2, 3, 10, 11, 12, 13, 14,
-                                               15, 4, 5, 6}));
+  EXPECT_EQ(values(y[0]),
+            (std::vector<float>{7, 8, 9, 16, 17, 18, 1, 2, 3, 10, 11, 12, 13, 14, 15, 4, 5, 6}));
 }
 
 TEST(OpsSequence, LengthsMayBeInt32) {
-  ImperativeOp op("SequenceLast", {{"use_sequence_length", "True"}, {"axis", "1"}},
-                  {{2, 3}, {2}}, {DType::kFloat32, DType::kInt32});
+  ImperativeOp op("SequenceLast", {{"use_sequence_length", "True"}, {"axis", "1"}}, {{2, 3}, {2}},
+                  {DType::kFloat32, DType::kInt32});
   NDArray len({2}, DType::kInt32);
   len.data<int32_t>()[0] = 1, len.data<int32_t>()[1] = 3;
   auto y = op.forward({from({2, 3}, {1, 2, 3, 4, 5, 6}), len});
@@ -102,14 +103,14 @@ TEST(OpsSequence, LengthsMayBeInt32) {
 }
 
 TEST(OpsSequence, MaskAxis1AndGradient) {
-  ImperativeOp op("SequenceMask",
-                  {{"use_sequence_length", "True"}, {"axis", "1"}, {"value", "-1"}},
+  ImperativeOp op("SequenceMask", {{"use_sequence_length", "True"}, {"axis", "1"}, {"value", "-1"}},
                   {{2, 3}, {2}});
   NDArray x = from({2, 3}, {1, 2, 3, 4, 5, 6}), l = from({2}, {2, 1});
   auto y = op.forward({x, l});
   EXPECT_EQ(values(y[0]), (std::vector<float>{1, 2, -1, 4, -1, -1}));
   NDArray g = NDArray::full({2, 3}, 5.f);
-  op.backward({from({2, 3}, {1, 1, 1, 1, 1, 1})}, {x, l}, y, {Req::kAdd, Req::kNull}, {g, NDArray()});
+  op.backward({from({2, 3}, {1, 1, 1, 1, 1, 1})}, {x, l}, y, {Req::kAdd, Req::kNull},
+              {g, NDArray()});
   EXPECT_EQ(values(g), (std::vector<float>{6, 6, 5, 6, 5, 5}));
 }
 

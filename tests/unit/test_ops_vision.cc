@@ -49,7 +49,9 @@ std::vector<NDArray> ref_roipool(const RefCall& c) {
       for (int64_t ph = 0; ph < ps[0]; ++ph)
         for (int64_t pw = 0; pw < ps[1]; ++pw, ++o) {
           const int64_t b = static_cast<int64_t>(r.at(n * 5));
-          auto rd = [&](int k) { return std::lround(static_cast<float>(r.at(n * 5 + k)) * static_cast<float>(sc)); };
+          auto rd = [&](int k) {
+            return std::lround(static_cast<float>(r.at(n * 5 + k)) * static_cast<float>(sc));
+          };
           const int64_t x1 = rd(1), y1 = rd(2), x2 = rd(3), y2 = rd(4);
           const double bh = std::max<int64_t>(y2 - y1 + 1, 1) / double(ps[0]);
           const double bw = std::max<int64_t>(x2 - x1 + 1, 1) / double(ps[1]);
@@ -164,14 +166,19 @@ std::vector<NDArray> ref_psroi(const RefCall& c) {
   for (int64_t n = 0; n < o[0]; ++n) {
     const int64_t b = static_cast<int64_t>(r.at(n * 5));
     const double sw = std::round(r.at(n * 5 + 1)) * sc, sh = std::round(r.at(n * 5 + 2)) * sc;
-    const double ew = (std::round(r.at(n * 5 + 3)) + 1) * sc, eh = (std::round(r.at(n * 5 + 4)) + 1) * sc;
+    const double ew = (std::round(r.at(n * 5 + 3)) + 1) * sc,
+                 eh = (std::round(r.at(n * 5 + 4)) + 1) * sc;
     const double bw = std::max(ew - sw, 0.1) / P, bh = std::max(eh - sh, 0.1) / P;
     for (int64_t ct = 0; ct < o[1]; ++ct)
       for (int64_t ph = 0; ph < P; ++ph)
         for (int64_t pw = 0; pw < P; ++pw) {
-          auto cl = [](double v, int64_t hi) { return std::min<int64_t>(std::max<int64_t>(static_cast<int64_t>(v), 0), hi); };
-          const int64_t hs = cl(std::floor(ph * bh + sh), s[2]), he = cl(std::ceil((ph + 1) * bh + sh), s[2]);
-          const int64_t ws = cl(std::floor(pw * bw + sw), s[3]), we = cl(std::ceil((pw + 1) * bw + sw), s[3]);
+          auto cl = [](double v, int64_t hi) {
+            return std::min<int64_t>(std::max<int64_t>(static_cast<int64_t>(v), 0), hi);
+          };
+          const int64_t hs = cl(std::floor(ph * bh + sh), s[2]),
+                        he = cl(std::ceil((ph + 1) * bh + sh), s[2]);
+          const int64_t ws = cl(std::floor(pw * bw + sw), s[3]),
+                        we = cl(std::ceil((pw + 1) * bw + sw), s[3]);
           if (he <= hs || we <= ws) continue;
           const int64_t ch = (ct * G + ph * G / P) * G + pw * G / P;
           double acc = 0;
@@ -243,9 +250,8 @@ std::vector<NDArray> ref_gridgen(const RefCall& c) {
   return {y};
 }
 LOOM_OP_REFERENCE("GridGenerator", ref_gridgen);
-LOOM_OP_REFERENCE("BilinearSampler", [](const RefCall& c) {
-  return std::vector<NDArray>{sample(c.in[0], c.in[1])};
-});
+LOOM_OP_REFERENCE("BilinearSampler",
+                  [](const RefCall& c) { return std::vector<NDArray>{sample(c.in[0], c.in[1])}; });
 LOOM_OP_REFERENCE("SpatialTransformer", [](const RefCall& c) {
   const Shape t = parse_shape(c.attrs.dict.at("target_shape"));
   return std::vector<NDArray>{sample(c.in[0], affine_grid(c.in[1], t[0], t[1]))};
@@ -276,7 +282,8 @@ std::vector<NDArray> ref_corr(const RefCall& c) {
           for (int64_t h = 0; h < K; ++h)
             for (int64_t w = 0; w < K; ++w)
               for (int64_t ch = 0; ch < s[1]; ++ch) {
-                const double u = padded(a, n, ch, y1 + h, x1 + w), v = padded(b, n, ch, y2 + h, x2 + w);
+                const double u = padded(a, n, ch, y1 + h, x1 + w),
+                             v = padded(b, n, ch, y2 + h, x2 + w);
                 acc += mul ? u * v : std::fabs(u - v);
               }
           y.data<float>()[((n * o[1] + d) * o[2] + i) * o[3] + j] =
@@ -412,7 +419,8 @@ std::vector<NDArray> ref_deform(const RefCall& c, bool mod) {
     const Shape s = parse_shape(attr(d, name, "()"));
     return s.ndim() ? s[i] : def;
   };
-  const int64_t G = parse_int(attr(d, "num_group", "1")), DG = parse_int(attr(d, "num_deformable_group", "1"));
+  const int64_t G = parse_int(attr(d, "num_group", "1")),
+                DG = parse_int(attr(d, "num_deformable_group", "1"));
   const Shape &xs = x.shape(), &o = c.out_shapes[0];
   const int64_t H = xs[2], W = xs[3], C = xs[1], K = k[0] * k[1];
   auto sample = [&](int64_t n, int64_t ch, double h, double ww) {
@@ -451,8 +459,10 @@ std::vector<NDArray> ref_deform(const RefCall& c, bool mod) {
               const double dh = at4(off, n, dg * 2 * K + 2 * t, yy, xx);
               const double dw = at4(off, n, dg * 2 * K + 2 * t + 1, yy, xx);
               const double m = mod ? at4(c.in[2], n, dg * K + t, yy, xx) : 1.0;
-              const double h = yy * pair("stride", 1, 0) - pair("pad", 0, 0) + i * pair("dilate", 1, 0) + dh;
-              const double ww = xx * pair("stride", 1, 1) - pair("pad", 0, 1) + j * pair("dilate", 1, 1) + dw;
+              const double h =
+                  yy * pair("stride", 1, 0) - pair("pad", 0, 0) + i * pair("dilate", 1, 0) + dh;
+              const double ww =
+                  xx * pair("stride", 1, 1) - pair("pad", 0, 1) + j * pair("dilate", 1, 1) + dw;
               acc += w.at((f * Cg + cg) * K + t) * m * sample(n, ch, h, ww);
             }
           }
@@ -460,7 +470,8 @@ std::vector<NDArray> ref_deform(const RefCall& c, bool mod) {
         }
   return {y};
 }
-LOOM_OP_REFERENCE("_contrib_DeformableConvolution", [](const RefCall& c) { return ref_deform(c, false); });
+LOOM_OP_REFERENCE("_contrib_DeformableConvolution",
+                  [](const RefCall& c) { return ref_deform(c, false); });
 LOOM_OP_REFERENCE("_contrib_ModulatedDeformableConvolution",
                   [](const RefCall& c) { return ref_deform(c, true); });
 
@@ -472,7 +483,8 @@ std::vector<NDArray> ref_dpsroi(const RefCall& c) {
   const bool no_trans = parse_bool(attr(d, "no_trans", "False"));
   const float sc = static_cast<float>(parse_float(d.at("spatial_scale")));
   const double tstd = static_cast<float>(parse_float(attr(d, "trans_std", "0")));
-  const int64_t P = o[2], G = parse_int(d.at("group_size")), S = parse_int(attr(d, "sample_per_part", "1"));
+  const int64_t P = o[2], G = parse_int(d.at("group_size")),
+                S = parse_int(attr(d, "sample_per_part", "1"));
   int64_t PS = parse_int(attr(d, "part_size", "0"));
   if (PS == 0) PS = P;
   const int64_t classes = no_trans ? 1 : c.in[2].shape()[1] / 2, per = o[1] / classes;
@@ -480,7 +492,8 @@ std::vector<NDArray> ref_dpsroi(const RefCall& c) {
   for (int64_t n = 0; n < o[0]; ++n) {
     const int64_t b = static_cast<int64_t>(r.at(n * 5));
     if (b < 0 || b >= s[0]) continue;
-    const double sw = std::round(r.at(n * 5 + 1)) * sc - 0.5, sh = std::round(r.at(n * 5 + 2)) * sc - 0.5;
+    const double sw = std::round(r.at(n * 5 + 1)) * sc - 0.5,
+                 sh = std::round(r.at(n * 5 + 2)) * sc - 0.5;
     const double rw = std::max((std::round(r.at(n * 5 + 3)) + 1) * sc - 0.5 - sw, 0.1);
     const double rh = std::max((std::round(r.at(n * 5 + 4)) + 1) * sc - 0.5 - sh, 0.1);
     for (int64_t ct = 0; ct < o[1]; ++ct)
@@ -502,14 +515,18 @@ std::vector<NDArray> ref_dpsroi(const RefCall& c) {
               if (w < -0.5 || w > s[3] - 0.5 || h < -0.5 || h > s[2] - 0.5) continue;
               w = std::min(std::max(w, 0.0), double(s[3] - 1));
               h = std::min(std::max(h, 0.0), double(s[2] - 1));
-              const int64_t x0 = static_cast<int64_t>(std::floor(w)), y0 = static_cast<int64_t>(std::floor(h));
-              const int64_t x1 = static_cast<int64_t>(std::ceil(w)), y1 = static_cast<int64_t>(std::ceil(h));
+              const int64_t x0 = static_cast<int64_t>(std::floor(w)),
+                            y0 = static_cast<int64_t>(std::floor(h));
+              const int64_t x1 = static_cast<int64_t>(std::ceil(w)),
+                            y1 = static_cast<int64_t>(std::ceil(h));
               const double a = w - x0, e = h - y0;
-              acc += (1 - a) * (1 - e) * at4(x, b, ch, y0, x0) + (1 - a) * e * at4(x, b, ch, y1, x0) +
-                     a * (1 - e) * at4(x, b, ch, y0, x1) + a * e * at4(x, b, ch, y1, x1);
+              acc += (1 - a) * (1 - e) * at4(x, b, ch, y0, x0) +
+                     (1 - a) * e * at4(x, b, ch, y1, x0) + a * (1 - e) * at4(x, b, ch, y0, x1) +
+                     a * e * at4(x, b, ch, y1, x1);
               ++cnt;
             }
-          y.data<float>()[((n * o[1] + ct) * P + ph) * P + pw] = cnt ? static_cast<float>(acc / cnt) : 0.f;
+          y.data<float>()[((n * o[1] + ct) * P + ph) * P + pw] =
+              cnt ? static_cast<float>(acc / cnt) : 0.f;
         }
   }
   return {y};
@@ -522,16 +539,16 @@ TEST(OpsVision, BilinearResizeAlignCornersMatchesMXNet) {
   NDArray x = from({1, 1, 3, 2}, {64, 32, 32, 64, 50, 100});
   ImperativeOp a("_contrib_BilinearResize2D",
                  {{"height", "6"}, {"width", "4"}, {"align_corners", "False"}}, {{1, 1, 3, 2}});
-  expect_near(a.forward({x})[0],
-              {64.000, 56.000, 40.000, 32.000, 56.000, 52.000, 44.000, 40.000,
-               40.000, 44.000, 52.000, 56.000, 36.500, 45.625, 63.875, 73.000,
-               45.500, 56.875, 79.625, 91.000, 50.000, 62.500, 87.500, 100.000}, 1e-3);
+  expect_near(a.forward({x})[0], {64.000, 56.000, 40.000, 32.000, 56.000, 52.000, 44.000, 40.000,
+                                  40.000, 44.000, 52.000, 56.000, 36.500, 45.625, 63.875, 73.000,
+                                  45.500, 56.875, 79.625, 91.000, 50.000, 62.500, 87.500, 100.000},
+              1e-3);
   ImperativeOp b("_contrib_BilinearResize2D",
                  {{"height", "6"}, {"width", "4"}, {"align_corners", "True"}}, {{1, 1, 3, 2}});
-  expect_near(b.forward({x})[0],
-              {64.000, 53.333, 42.667, 32.000, 51.200, 49.067, 46.933, 44.800,
-               38.400, 44.800, 51.200, 57.600, 35.600, 47.467, 59.333, 71.200,
-               42.800, 57.067, 71.333, 85.600, 50.000, 66.667, 83.333, 100.000}, 1e-3);
+  expect_near(b.forward({x})[0], {64.000, 53.333, 42.667, 32.000, 51.200, 49.067, 46.933, 44.800,
+                                  38.400, 44.800, 51.200, 57.600, 35.600, 47.467, 59.333, 71.200,
+                                  42.800, 57.067, 71.333, 85.600, 50.000, 66.667, 83.333, 100.000},
+              1e-3);
 }
 
 TEST(OpsVision, GridGeneratorIdentityAffineIsThePixelGrid) {
@@ -556,9 +573,11 @@ TEST(OpsVision, ROIPoolingMaxAndArgmax) {
 
 TEST(OpsVision, CorrelationKernelSizeErrors) {
   // MXNet's test_invalid_kernel_size / test_valid_kernel_size.
-  EXPECT_THROW(ImperativeOp("Correlation", {{"kernel_size", "28"}}, {{1, 1, 28, 28}, {1, 1, 28, 28}}),
-               Error);
-  EXPECT_NO_THROW(ImperativeOp("Correlation", {{"kernel_size", "9"}}, {{1, 1, 28, 28}, {1, 1, 28, 28}}));
+  EXPECT_THROW(
+      ImperativeOp("Correlation", {{"kernel_size", "28"}}, {{1, 1, 28, 28}, {1, 1, 28, 28}}),
+      Error);
+  EXPECT_NO_THROW(
+      ImperativeOp("Correlation", {{"kernel_size", "9"}}, {{1, 1, 28, 28}, {1, 1, 28, 28}}));
   EXPECT_THROW(ImperativeOp("Correlation", {{"kernel_size", "2"}}, {{1, 1, 8, 8}, {1, 1, 8, 8}}),
                Error);
 }
