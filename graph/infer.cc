@@ -81,7 +81,8 @@ std::vector<Shape> infer_shapes(const IndexedGraph& g, const std::map<std::strin
   return ent;
 }
 
-std::vector<DType> infer_types(const IndexedGraph& g, const std::map<std::string, DType>& known) {
+std::vector<DType> infer_types(const IndexedGraph& g, const std::map<std::string, DType>& known,
+                               bool partial) {
   std::vector<DType> ent(g.num_entries(), DType::kUnknown);
   for (auto v : g.variables()) {
     const Node& n = *g.node(v).node;
@@ -95,6 +96,7 @@ std::vector<DType> infer_types(const IndexedGraph& g, const std::map<std::string
   }
   for (int iter = 0; iter < 16; ++iter)
     if (!sweep(g, ent, merge_type, run_infer_type)) break;
+  if (partial) return ent;
   // Whatever nothing constrains is float32 (MXNet's default); propagate once more.
   for (auto v : g.variables())
     if (ent[g.entry_id(v, 0)] == DType::kUnknown) ent[g.entry_id(v, 0)] = DType::kFloat32;

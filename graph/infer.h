@@ -19,7 +19,9 @@ std::vector<Shape> infer_shapes(const IndexedGraph& g, const std::map<std::strin
                                 bool partial = false);
 
 /// Per-entry dtypes; variables from `known`, then `__dtype__`, default float32 for
-/// variables nothing constrains.
-std::vector<DType> infer_types(const IndexedGraph& g, const std::map<std::string, DType>& known);
+/// variables nothing constrains. With `partial`, nothing is defaulted: what the graph does
+/// not decide stays DType::kUnknown (MXNet's infer_type_partial).
+std::vector<DType> infer_types(const IndexedGraph& g, const std::map<std::string, DType>& known,
+                               bool partial = false);
 
 }  // namespace loom

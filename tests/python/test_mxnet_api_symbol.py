@@ -102,7 +102,65 @@ def test_infer_type_returns_numpy_types_and_partial(mx):
     assert arg == [np.float16, np.float32, np.float32, np.float32]
     assert out == [np.float32] and aux == []
     arg, out, aux = mlp.infer_type_partial()
-    assert arg[1:] == [np.float32, np.float32, np.float32] and out == [np.float32]
+    assert arg == [None, np.float32, np.float32, np.float32] and out == [np.float32]
+    # Nothing decides data's type: infer_type warns and gives up (MXNet's behaviour), the
+    # partial form reports what is known.
+    fc = mx.sym.FullyConnected(data, num_hidden=3)
+    with pytest.warns(UserWarning, match="Cannot decide type"):
+        assert fc.infer_type() == (None, None, None)
+    assert fc.infer_type_partial() == ([None, None, None], [None], [])
+
+
+def test_comparison_and_mod_operators_build_symbols(mx):
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    a = np.array([1., 2., 3., 4.], np.float32)
+    b = np.array([2., 2., 2., 5.], np.float32)
+    cases = [(x == y, a == b), (x != y, a != b), (x > y, a > b), (x >= y, a >= b),
+             (x < y, a < b), (x <= y, a <= b), (x == 2, a == 2), (2 < x, a > 2),
+             (x <= 3, a <= 3)]
+    for sym, expect in cases:
+        feed = {k: v for k, v in (("x", a), ("y", b)) if k in sym.list_arguments()}
+        exe = sym.simple_bind(mx.cpu(), **{k: (4,) for k in feed})
+        got = exe.forward(**feed)[0].asnumpy()
+        np.testing.assert_array_equal(got, expect.astype(np.float32), err_msg=sym.name)
+    assert (x == y).name.startswith("_equal") and (x > 1).name.startswith("_greater_scalar")
+    assert hash(x) != hash(y) and x in {x: 1}
+
+
+def test_grad_req_dict_ignores_names_that_are_not_arguments(mx):
+    x, w = mx.sym.var("x"), mx.sym.var("w")
+    fc = mx.sym.FullyConnected(x, w, num_hidden=2, no_bias=True)
+    args = {"x": mx.nd.ones((1, 3)), "w": mx.nd.ones((2, 3))}
+    grads = {"x": mx.nd.zeros((1, 3)), "w": mx.nd.zeros((2, 3))}
+    exe = fc.bind(mx.cpu(), args, args_grad=grads, grad_req={"x": "write", "w": "null",
+                                                             "b": "write"})
+    exe.forward(is_train=True)
+    exe.backward(mx.nd.ones((1, 2)))
+    np.testing.assert_array_equal(grads["x"].asnumpy(), np.full((1, 3), 2.0, np.float32))
+    np.testing.assert_array_equal(grads["w"].asnumpy(), np.zeros((2, 3), np.float32))
+
+
+def test_operator_registry_queries(mx):
+    ops = mx.operator.get_all_registered_operators()
+    assert "Activation" in ops and "Convolution" in ops and ops == sorted(ops)
+    args = mx.operator.get_operator_arguments("Activation")
+    assert args.narg == 2 and args.names == ["data", "act_type"]
+    assert args.types == ["NDArray-or-Symbol",
+                          "{'relu', 'sigmoid', 'softrelu', 'softsign', 'tanh'}, required"]
+    conv = mx.operator.get_operator_arguments("Convolution")
+    assert conv.names[:3] == ["data", "weight", "bias"] and "kernel" in conv.names
+    assert mx.operator.get_operator_arguments("Concat").types[0] == "NDArray-or-Symbol[]"
+    with pytest.raises(mx.base.MXNetError, match="no operator named"):
+        mx.operator.get_operator_arguments("NoSuchOp")
+
+
+def test_sample_normal_takes_mu_sigma(mx):
+    mx.random.seed(3)
+    s = mx.nd.sample_normal(mu=mx.nd.array([10.0, -5.0]), sigma=mx.nd.array([0.5, 0.1]),
+                            shape=2000)
+    assert s.shape == (2, 2000)
+    m = s.asnumpy().mean(axis=1)
+    np.testing.assert_allclose(m, [10.0, -5.0], atol=0.1)
 
 
 def test_given_shape_wins_over_variable_shape(mx):

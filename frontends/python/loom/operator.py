@@ -1,7 +1,10 @@
 """Custom operators in Python with MXNet's protocol (mx.operator): subclass CustomOpProp and
 CustomOp, register with @mx.operator.register("name"), use with mx.sym.Custom(...,
 op_type="name"). Python callbacks run with the GIL taken by the engine only while they run."""
+import collections
+
 from . import _loom
+from .base import LoomError
 
 
 class CustomOp:
@@ -102,7 +105,60 @@ def register(reg_name):
 
 
 def get_all_registered_operators():
-    return sorted(_loom._custom_op_types())
+    """Names (and aliases) of every registered operator, as MXNet's list (custom op types
+    registered with `register` run through the operator 'Custom' and are not in it)."""
+    from . import _ops
+    return sorted(_ops.all_ops())
+
+
+OperatorArguments = collections.namedtuple("OperatorArguments", ["narg", "names", "types"])
+
+
+def _param_type(p):
+    if p["choices"]:
+        kind = "{%s}" % ", ".join("'%s'" % c for c in sorted(p["choices"]))
+    else:
+        kind = p["type"]
+    if p["required"]:
+        return kind + ", required"
+    default = p["default"]
+    if p["choices"]:
+        default = "'%s'" % default
+    return "%s, optional, default=%s" % (kind, default)
+
+
+def get_operator_arguments(op_name):
+    """OperatorArguments(narg, names, types) of a registered operator: its array inputs
+    (type 'NDArray-or-Symbol', '[]' for a variable count) then its parameters, with MXNet's
+    type strings ("{'relu', 'sigmoid', ...}, required", "int, optional, default=1")."""
+    from . import _ops
+    info = _ops.find(op_name)
+    if info is None:
+        raise LoomError("get_operator_arguments: no operator named '%s'" % op_name)
+    names, types = [], []
+    # Required parameters get placeholder values so the op can name its inputs.
+    probe = {}
+    for p in info.params:
+        if p["required"]:
+            probe[p["name"]] = (p["choices"][0] if p["choices"] else
+                                "(1, 1)" if p["type"].startswith("Shape") else "1")
+    try:
+        if "num_args" in probe:  # a variable number of inputs (Concat, add_n, ...)
+            raise LoomError("variadic")
+        inputs = _loom._op_inputs(info.name, probe)
+        variadic = False
+    except Exception:  # noqa: BLE001 - inputs depend on a count attribute (Concat, add_n)
+        inputs, variadic = ["data"], True
+    params = [p for p in info.params if not p["name"].startswith("__")]
+    param_names = {p["name"] for p in params}
+    for n in inputs:
+        if n not in param_names:
+            names.append(n)
+            types.append("NDArray-or-Symbol[]" if variadic else "NDArray-or-Symbol")
+    for p in params:
+        names.append(p["name"])
+        types.append(_param_type(p))
+    return OperatorArguments(len(names), names, types)
 
 
 load_plugin = _loom.load_plugin

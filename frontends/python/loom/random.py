@@ -840,6 +840,9 @@ _nd.random = nd_random
 _sym.random = sym_random
 
 
+_SAMPLE_PARAM_NAMES = {"normal": ("mu", "sigma")}
+
+
 def _install_op_names(module, factory, extra):
     """MXNet's operator names (random_uniform, _random_uniform, sample_normal, ...) where the
     module does not define them already."""
@@ -847,7 +850,9 @@ def _install_op_names(module, factory, extra):
         for prefix, array_form in (("random_", False), ("_random_", False),
                                    ("sample_", True), ("_sample_", True)):
             if not hasattr(module, prefix + dist):
-                setattr(module, prefix + dist, factory(dist, names, array_form))
+                # sample_normal names its arrays mu/sigma where random_normal has loc/scale.
+                given = _SAMPLE_PARAM_NAMES.get(dist, names) if array_form else names
+                setattr(module, prefix + dist, factory(dist, given, array_form))
     for k, v in extra.items():
         if not hasattr(module, k):
             setattr(module, k, v)

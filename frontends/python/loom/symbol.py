@@ -238,6 +238,15 @@ for _n, _spec in {
     _f, _r = _arith(*_spec)
     setattr(Symbol, "__%s__" % _n, _f)
     setattr(Symbol, "__r%s__" % _n, _r)
+# x % y (ops _mod, _mod_scalar, _rmod_scalar), as MXNet's Symbol.
+Symbol.__mod__, Symbol.__rmod__ = _arith("_mod", "_mod", "_mod_scalar", "_modscalar",
+                                         "_rmod_scalar", "_rmodscalar")
+# Comparisons build comparison symbols (MXNet's Symbol.__eq__ etc.); 1 < x arrives as
+# x.__gt__(1), so only the forward form is needed.
+for _n, _op in {"eq": "_equal", "ne": "_not_equal", "gt": "_greater", "ge": "_greater_equal",
+                "lt": "_lesser", "le": "_lesser_equal"}.items():
+    setattr(Symbol, "__%s__" % _n, _arith(_op, _op, _op + "_scalar", _op + "_scalar")[0])
+Symbol.__hash__ = object.__hash__
 Symbol.__div__ = Symbol.__truediv__
 Symbol.__rdiv__ = Symbol.__rtruediv__
 Symbol.__neg__ = lambda self: self.__mul__(-1.0)
@@ -380,8 +389,23 @@ def _infer_type(self, *args, **kwargs):
     some type cannot be decided."""
     arg, out, aux = _infer_type_partial(self, *args, **kwargs)
     if any(t is None for t in arg + out + aux):
+        unknowns = ["%s: None" % n for n, t in zip(self.list_arguments(), arg) if t is None]
+        warnings.warn("Cannot decide type for the following arguments. Consider providing them "
+                      "as input:\n\t" + "\n\t".join(unknowns[:10]), stacklevel=2)
         return None, None, None
     return arg, out, aux
+
+
+def _type_args(sym, args, kwargs):
+    known = {}
+    if args:
+        for name, t in zip(sym.list_arguments(), args):
+            if t is not None:
+                known[name] = np.dtype(t).name
+    for k, v in kwargs.items():
+        if v is not None:
+            known[k] = np.dtype(v).name
+    return known
 
 
 def _np_type(t):
@@ -389,16 +413,9 @@ def _np_type(t):
 
 
 def _infer_type_partial(self, *args, **kwargs):
-    """Like infer_type, but the types that cannot be decided come back as None."""
-    known = {}
-    if args:
-        for name, t in zip(self.list_arguments(), args):
-            if t is not None:
-                known[name] = np.dtype(t).name
-    for k, v in kwargs.items():
-        if v is not None:
-            known[k] = np.dtype(v).name
-    arg, out, aux = self._infer_type(known)
+    """Like infer_type, but the types the graph does not decide come back as None (infer_type
+    makes them float32, MXNet's default)."""
+    arg, out, aux = self._infer_type(_type_args(self, args, kwargs), True)
     return ([_np_type(t) for t in arg], [_np_type(t) for t in out], [_np_type(t) for t in aux])
 
 
@@ -413,10 +430,9 @@ def _grad_reqs(self, grad_req):
                              (len(grad_req), len(names)))
         return "null", dict(zip(names, grad_req))
     if isinstance(grad_req, dict):
-        for k in grad_req:
-            if k not in names:
-                raise ValueError("grad_req: '%s' is not an argument" % k)
-        return "null", dict(grad_req)
+        # Names that are not arguments are ignored, as MXNet does (scripts pass one dict
+        # for a layer with and without bias).
+        return "null", {k: v for k, v in grad_req.items() if k in names}
     raise TypeError("grad_req must be a str, list or dict")
 
 

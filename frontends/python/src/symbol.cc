@@ -45,12 +45,12 @@ py::tuple infer_shape(const Symbol& sym, py::handle known_py, bool partial) {
   return py::make_tuple(args, outs, aux, complete);
 }
 
-py::tuple infer_type(const Symbol& sym, py::handle known_py) {
+py::tuple infer_type(const Symbol& sym, py::handle known_py, bool partial) {
   std::map<std::string, DType> known;
   for (auto kv : py::reinterpret_borrow<py::dict>(known_py))
     known[py::cast<std::string>(kv.first)] = dtype_from_py(kv.second);
   IndexedGraph g(sym.outputs());
-  auto ent = infer_types(g, known);
+  auto ent = infer_types(g, known, partial);
   auto conv = [&](uint32_t e) -> py::object {
     return ent[e] == DType::kUnknown ? py::none() : dtype_to_numpy_type(ent[e]);
   };
@@ -126,7 +126,7 @@ void init_symbol(py::module_& m) {
              return true;
            })
       .def("_infer_shape", &infer_shape, py::arg("known"), py::arg("partial") = false)
-      .def("_infer_type", &infer_type);
+      .def("_infer_type", &infer_type, py::arg("known"), py::arg("partial") = false);
 
   m.def(
       "load", [](const std::string& path) { return load_json_file(path); }, py::arg("fname"));

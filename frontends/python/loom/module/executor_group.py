@@ -186,13 +186,10 @@ class DataParallelExecutorGroup(object):
         if arg_shapes is None:
             raise ShapeError("Module: inputs %s do not determine every argument's shape"
                              % shapes)
-        try:
-            arg_types, _, aux_types = self.symbol.infer_type(**dtypes)
-        except Exception:  # noqa: BLE001
-            arg_types = aux_types = None
-        if arg_types is None:
-            arg_types = [np.float32] * len(arg_shapes)
-            aux_types = [np.float32] * len(aux_shapes)
+        # Types the inputs do not decide are float32, MXNet's default at bind.
+        arg_types, _, aux_types = self.symbol.infer_type_partial(**dtypes)
+        arg_types = [t if t is not None else np.float32 for t in arg_types]
+        aux_types = [t if t is not None else np.float32 for t in aux_types]
         shared = self.shared_data_arrays[0]
         attrs = self.symbol.attr_dict() if self.group2ctx else {}
         args, grads = {}, {}
