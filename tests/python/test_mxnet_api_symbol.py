@@ -225,3 +225,24 @@ def test_bool_scalar_arithmetic_and_dtype_converting_assignment(mx):
     a = mx.nd.zeros((2, 2))
     a[:] = mx.nd.array([[1, 2], [3, 4]], dtype="int32")
     assert a.dtype == np.float32 and a.asnumpy().tolist() == [[1, 2], [3, 4]]
+
+
+def test_gen_atomic_symbol_keeps_op_and_attributes(mx):
+    d = mx.sym.var("data")
+    s = mx.sym.RNN(d, mx.sym.var("p"), mx.sym.var("h0"), mx.sym.var("h1"), state_size=10,
+                   num_layers=2, bidirectional=True, state_outputs=True, mode="lstm")
+    a = s._gen_atomic_symbol()
+    assert a.list_arguments() == ["data", "parameters", "state", "state_cell"]
+    assert len(a.list_outputs()) == 3
+    fc = mx.sym.FullyConnected(d * 2, num_hidden=3, name="fc")._gen_atomic_symbol()
+    assert fc.list_arguments() == ["data", "weight", "bias"]
+    assert fc.infer_shape(data=(2, 5))[1] == [(2, 3)]
+    with pytest.raises(mx.base.MXNetError, match="variable"):
+        d._gen_atomic_symbol()
+
+
+def test_initializer_json_with_an_init_kwarg(mx):
+    f = mx.init.FusedRNN(mx.init.Xavier(), num_hidden=4, num_layers=1, mode="gru")
+    g = mx.init.create(f.dumps())
+    assert isinstance(g, mx.init.FusedRNN) and g.dumps() == f.dumps()
+    assert '"init": null' in mx.init.FusedRNN(None, num_hidden=4).dumps()

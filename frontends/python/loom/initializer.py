@@ -43,9 +43,9 @@ def alias(*aliases):
     return reg
 
 
-def create(init, **kwargs):
+def create(init, /, **kwargs):
     """Makes an initializer from an instance, a registered name, or MXNet's JSON form
-    ``'["name", {kwargs}]'``."""
+    ``'["name", {kwargs}]'`` (kwargs may include one named ``init``, as FusedRNN's do)."""
     if isinstance(init, Initializer):
         return init
     if isinstance(init, type) and issubclass(init, Initializer):
@@ -413,3 +413,11 @@ class LSTMBias(Initializer):
         num_hidden = int(arr.shape[0] / 4)
         b[num_hidden:2 * num_hidden] = self.forget_bias
         _write(arr, b)
+
+
+def __getattr__(name):
+    # mx.init.FusedRNN lives with the fused RNN cell (it needs the cell's parameter layout).
+    if name == "FusedRNN":
+        from .rnn.rnn_cell import FusedRNN
+        return FusedRNN
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

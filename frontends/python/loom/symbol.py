@@ -9,7 +9,7 @@ import numpy as np
 from . import _loom, _ops
 from . import attribute as _attribute
 from . import name as _name
-from .base import _Null, dtype_str, is_number, param_str
+from .base import MXNetError, _Null, dtype_str, is_number, param_str
 from .context import current_context
 from .executor import Executor
 
@@ -573,6 +573,23 @@ Symbol.__bool__ = _bool
 Symbol.__abs__ = lambda self: _module.abs(self)
 Symbol.attr_dict = _attr_dict
 Symbol.get_children = _get_children
+def _gen_atomic_symbol(self):
+    """A symbol of this symbol's head operator alone, same attributes, each input a fresh
+    variable named after the op's input (MXNet's Symbol._gen_atomic_symbol)."""
+    import json
+    from . import _loom
+    graph = json.loads(self.tojson())
+    head = graph["nodes"][graph["heads"][0][0]]
+    if head["op"] == "null":
+        raise MXNetError("_gen_atomic_symbol: '%s' is a variable, not an operator"
+                        % head["name"])
+    attrs = dict(head.get("attrs", {}))
+    names = _loom._op_inputs(head["op"], attrs)
+    attrs["name"] = head["name"]
+    return _create(head["op"], head["op"].lower(), tuple(var(n) for n in names), attrs)
+
+
+Symbol._gen_atomic_symbol = _gen_atomic_symbol
 Symbol.infer_type_partial = _infer_type_partial
 Symbol.__getitem__ = _getitem
 Symbol.__iter__ = _iter

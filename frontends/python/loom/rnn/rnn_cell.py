@@ -323,13 +323,10 @@ class FusedRNN(init.Initializer):
                  bidirectional=False, forget_bias=1.0):
         if isinstance(init, str):
             init = _init_module.create(init)
-        kw = dict(num_hidden=num_hidden, num_layers=num_layers, mode=mode,
-                  bidirectional=bidirectional, forget_bias=forget_bias)
-        if init is not None:
-            # init.create(name, **kwargs) cannot take a kwarg named "init" yet, so the JSON
-            # form carries it only when set.
-            kw["init"] = init.dumps()
-        super(FusedRNN, self).__init__(**kw)
+        super(FusedRNN, self).__init__(init=init.dumps() if init is not None else None,
+                                       num_hidden=num_hidden, num_layers=num_layers,
+                                       mode=mode, bidirectional=bidirectional,
+                                       forget_bias=forget_bias)
         self._init = init
         self._num_hidden = num_hidden
         self._num_layers = num_layers
