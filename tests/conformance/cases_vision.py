@@ -178,3 +178,25 @@ case("DeformablePSROIPooling_notrans",
      ["_contrib_DeformablePSROIPooling"],
      init={"bidx": ("int", 0, 2), "xy": ("uniform", 0.0, 10.0), "wh": ("uniform", 0.5, 8.0)},
      no_grad=["bidx", "xy", "wh"], tol=(1e-4, 1e-4))
+
+
+def _im_info(mx):
+    # [height, width, scale] per image
+    return mx.sym.concat(mx.sym.var("hw"), mx.sym.var("imscale"), dim=1)
+
+
+_prop_kw = dict(scales=(2, 4), ratios=(0.5, 1, 2), feature_stride=4, rpn_pre_nms_top_n=40,
+                rpn_post_nms_top_n=12, threshold=0.6, rpn_min_size=3)
+for i, (op, n, kw) in enumerate([("Proposal", 1, dict(_prop_kw, output_score=True)),
+                                 ("MultiProposal", 3, dict(_prop_kw, output_score=True)),
+                                 ("MultiProposal", 2, dict(_prop_kw, rpn_pre_nms_top_n=-1,
+                                                           rpn_post_nms_top_n=30))]):
+    case("%s%d" % (op, i),
+         lambda mx, op=op, kw=kw: getattr(mx.sym.contrib, op)(
+             mx.sym.var("cls_prob"), mx.sym.var("bbox_pred"), _im_info(mx), name="prop", **kw),
+         {"cls_prob": (n, 12, 5, 6), "bbox_pred": (n, 24, 5, 6), "hw": (n, 2), "imscale": (n, 1)},
+         ["_contrib_" + op],
+         init={"cls_prob": ("uniform", 0.0, 1.0), "bbox_pred": ("normal", 0.3),
+               "hw": ("uniform", 14.0, 24.0), "imscale": ("uniform", 0.5, 1.0)},
+         no_grad=["hw", "imscale"], tol=(1e-4, 1e-4),
+         note="not differentiable: zero gradients")

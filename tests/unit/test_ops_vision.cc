@@ -533,6 +533,98 @@ std::vector<NDArray> ref_dpsroi(const RefCall& c) {
 }
 LOOM_OP_REFERENCE("_contrib_DeformablePSROIPooling", ref_dpsroi);
 
+// ---------------------------------------------------------------- Proposal / MultiProposal
+// Per image: anchors over the grid, deltas applied, clipped, small / out-of-image boxes
+// scored -1, stable sort, top pre_nms, greedy NMS, rows repeated cyclically.
+std::vector<float> floats_of(const std::string& s) {
+  std::vector<float> v;
+  std::string t;
+  for (char ch : s + ",") {
+    if (ch == ',') {
+      if (!t.empty()) v.push_back(static_cast<float>(std::stod(t)));
+      t.clear();
+    } else if (ch != '(' && ch != ')' && ch != ' ' && ch != '[' && ch != ']') {
+      t += ch;
+    }
+  }
+  return v;
+}
+std::vector<NDArray> ref_proposal(const RefCall& c) {
+  const Attrs& d = c.attrs.dict;
+  const Shape& s = c.in[0].shape();
+  const std::vector<float> scales = floats_of(attr(d, "scales", "(4, 8, 16, 32)"));
+  const std::vector<float> ratios = floats_of(attr(d, "ratios", "(0.5, 1, 2)"));
+  const float stride = static_cast<float>(parse_int(attr(d, "feature_stride", "16")));
+  const int64_t post = parse_int(attr(d, "rpn_post_nms_top_n", "300"));
+  int64_t pre = parse_int(attr(d, "rpn_pre_nms_top_n", "6000"));
+  const float thr = static_cast<float>(parse_float(attr(d, "threshold", "0.7")));
+  const float min_sz = static_cast<float>(parse_float(attr(d, "rpn_min_size", "16")));
+  const int64_t A = s[1] / 2, H = s[2], W = s[3];
+  if (pre <= 0 || pre > A * H * W) pre = A * H * W;
+  NDArray rois(c.out_shapes[0]), score(c.out_shapes[1]);
+  for (int64_t n = 0; n < s[0]; ++n) {
+    const float ih = static_cast<float>(c.in[2].at(n * 3)),
+                iw = static_cast<float>(c.in[2].at(n * 3 + 1));
+    const float sc = static_cast<float>(c.in[2].at(n * 3 + 2));
+    struct Box {
+      float x1, y1, x2, y2, s;
+    };
+    std::vector<Box> boxes;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t w = 0; w < W; ++w)
+        for (int64_t a = 0; a < A; ++a) {
+          const float ratio = ratios[static_cast<size_t>(a) / scales.size()];
+          const float scale = scales[static_cast<size_t>(a) % scales.size()];
+          const float base = stride * stride, ctr = 0.5f * (stride - 1.f);
+          const float nw = std::floor(std::sqrt(std::floor(base / ratio)) + 0.5f) * scale;
+          const float nh = std::floor(nw / scale * ratio + 0.5f) * scale;
+          const float ax1 = ctr - 0.5f * (nw - 1.f) + w * stride,
+                      ay1 = ctr - 0.5f * (nh - 1.f) + h * stride;
+          const float bw = nw, bh = nh, cx = ax1 + 0.5f * (bw - 1.f), cy = ay1 + 0.5f * (bh - 1.f);
+          auto dl = [&](int k) { return static_cast<float>(at4(c.in[1], n, a * 4 + k, h, w)); };
+          const float pcx = dl(0) * bw + cx, pcy = dl(1) * bh + cy;
+          const float pw = std::exp(dl(2)) * bw, ph = std::exp(dl(3)) * bh;
+          auto clip = [](float v, float hi) { return std::max(std::min(v, hi - 1.f), 0.f); };
+          Box b{clip(pcx - 0.5f * (pw - 1.f), iw), clip(pcy - 0.5f * (ph - 1.f), ih),
+                clip(pcx + 0.5f * (pw - 1.f), iw), clip(pcy + 0.5f * (ph - 1.f), ih),
+                static_cast<float>(at4(c.in[0], n, A + a, h, w))};
+          if (h >= static_cast<int64_t>(ih / stride) || w >= static_cast<int64_t>(iw / stride))
+            b.s = -1;
+          const float m = min_sz * sc;
+          if (b.x2 - b.x1 + 1 < m || b.y2 - b.y1 + 1 < m)
+            b = Box{b.x1 - m / 2, b.y1 - m / 2, b.x2 + m / 2, b.y2 + m / 2, -1.f};
+          boxes.push_back(b);
+        }
+    std::stable_sort(boxes.begin(), boxes.end(),
+                     [](const Box& x, const Box& y) { return x.s > y.s; });
+    boxes.resize(static_cast<size_t>(pre));
+    std::vector<Box> keep;
+    std::vector<bool> sup(boxes.size(), false);
+    for (size_t i = 0; i < boxes.size() && static_cast<int64_t>(keep.size()) < std::min(post, pre);
+         ++i) {
+      if (sup[i]) continue;
+      keep.push_back(boxes[i]);
+      for (size_t j = i + 1; j < boxes.size(); ++j) {
+        const Box &p = boxes[i], &q = boxes[j];
+        const float inter = std::max(0.f, std::min(p.x2, q.x2) - std::max(p.x1, q.x1) + 1) *
+                            std::max(0.f, std::min(p.y2, q.y2) - std::max(p.y1, q.y1) + 1);
+        const float ap = (p.x2 - p.x1 + 1) * (p.y2 - p.y1 + 1),
+                    aq = (q.x2 - q.x1 + 1) * (q.y2 - q.y1 + 1);
+        if (inter / (ap + aq - inter) > thr) sup[j] = true;
+      }
+    }
+    for (int64_t r = 0; r < post; ++r) {
+      const Box& b = keep[static_cast<size_t>(r) % keep.size()];
+      float* o = rois.data<float>() + (n * post + r) * 5;
+      o[0] = static_cast<float>(n), o[1] = b.x1, o[2] = b.y1, o[3] = b.x2, o[4] = b.y2;
+      score.data<float>()[n * post + r] = b.s;
+    }
+  }
+  return {rois, score};
+}
+LOOM_OP_REFERENCE("_contrib_Proposal", ref_proposal);
+LOOM_OP_REFERENCE("_contrib_MultiProposal", ref_proposal);
+
 // ---------------------------------------------------------------- hand-checked values
 // MXNet 1.9.1's check_bilinear_resize_align_corners_op.
 TEST(OpsVision, BilinearResizeAlignCornersMatchesMXNet) {
