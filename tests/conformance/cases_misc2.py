@@ -129,6 +129,16 @@ for i, (shape, kw) in enumerate([((3, 4, 5), dict(mean=(0.0, 1.0, 2.0), std=(3.0
     case("m2_image_normalize%d" % i, lambda mx, kw=kw: mx.sym.image.normalize(V(mx), name="n", **kw),
          {"data": shape}, ["_image_normalize"])
 
+# --------------------------------------------------------------------------- erfinv, khatri_rao
+case("m2_erfinv", lambda mx: mx.sym.erfinv(V(mx), name="e"), {"data": (3, 4)}, ["erfinv"],
+     init={"data": ("uniform", -0.9, 0.9)})
+# MXNet 1.9.1 registers no gradient for khatri_rao: forward only (the sweep checks Loom's).
+for i, shapes in enumerate([((3, 2), (4, 2)), ((3, 2), (1, 2), (2, 2))]):
+    case("m2_khatri_rao%d" % i, lambda mx, n=len(shapes): mx.sym.khatri_rao(
+        *[V(mx, "m%d" % k) for k in range(n)], name="k"),
+        {"m%d" % k: s for k, s in enumerate(shapes)}, ["khatri_rao"],
+        no_grad=["m%d" % k for k in range(len(shapes))], grads=False)
+
 # --------------------------------------------------------------------------- update ops
 # MXNet 1.9.1 cannot compose its update ops symbolically ("Not enough argument to call
 # operator"), so they are compared imperatively, step by step, in cases.UPDATES' format

@@ -493,5 +493,49 @@ LOOM_OP_REFERENCE("_image_normalize", [](const RefCall& c) {
   return Out{y};
 });
 
+
+// ---- erfinv, khatri_rao ----
+LOOM_OP_REFERENCE("erfinv", [](const RefCall& c) {
+  // Bisection on erf: slow, obviously right.
+  NDArray y = c.in[0].copy();
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const double x = f(y, i);
+    double lo = -6, hi = 6;
+    for (int it = 0; it < 200; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      (std::erf(mid) < x ? lo : hi) = mid;
+    }
+    f(y, i) = static_cast<float>(0.5 * (lo + hi));
+  }
+  return Out{y};
+});
+LOOM_OP_REFERENCE("khatri_rao", [](const RefCall& c) {
+  // Kronecker product of columns, built one matrix at a time (the newest row index fastest).
+  NDArray acc = c.in[0].copy();
+  const int64_t cols = acc.shape()[1];
+  for (size_t k = 1; k < c.in.size(); ++k) {
+    const NDArray& b = c.in[k];
+    const int64_t ra = acc.shape()[0], rb = b.shape()[0];
+    NDArray next(Shape{ra * rb, cols});
+    for (int64_t j = 0; j < rb; ++j)
+      for (int64_t i = 0; i < ra; ++i)
+        for (int64_t r = 0; r < cols; ++r)
+          f(next, (i * rb + j) * cols + r) = f(acc, i * cols + r) * f(b, j * cols + r);
+    acc = next;
+  }
+  return Out{acc};
+});
+
+TEST(OpsMisc2, KhatriRaoAsMXNetDocs) {
+  // MXNet's test_krprod_two_inputs: A = arange(1,7).reshape(3,2), B = arange(1,9).reshape(4,2)
+  ImperativeOp op("khatri_rao", {{"num_args", "2"}}, {{3, 2}, {4, 2}});
+  NDArray a(Shape{3, 2}), b(Shape{4, 2});
+  for (int i = 0; i < 6; ++i) f(a, i) = static_cast<float>(i + 1);
+  for (int i = 0; i < 8; ++i) f(b, i) = static_cast<float>(i + 1);
+  auto y = op.forward({a, b});
+  const float want[] = {1, 4, 3, 8, 5, 12, 7, 16, 3, 8, 9, 16, 15, 24, 21, 32};
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(f(y[0], i), want[i]) << i;
+}
+
 }  // namespace
 }  // namespace loom::test
