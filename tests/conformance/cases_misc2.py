@@ -155,4 +155,7 @@ UPDATES_MISC2 = [
     ("ftrl_update", dict(lr=0.1), ["z", "n"]),
     ("ftrl_update", dict(lr=0.05, lamda1=0.05, beta=0.5, wd=0.01, rescale_grad=0.5,
                          clip_gradient=0.4), ["z", "n"]),
+    ("mp_sgd_update", dict(lr=0.1, wd=0.01, clip_gradient=0.5), ["weight32"]),
+    ("mp_sgd_mom_update", dict(lr=0.05, momentum=0.9, wd=0.01, rescale_grad=0.5),
+     ["mom", "weight32"]),
 ]

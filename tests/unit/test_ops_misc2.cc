@@ -537,5 +537,46 @@ TEST(OpsMisc2, KhatriRaoAsMXNetDocs) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(f(y[0], i), want[i]) << i;
 }
 
+
+// ---- multi-precision SGD (float32 samples: weight32 starts from its own values) ----
+LOOM_OP_REFERENCE("mp_sgd_update", [](const RefCall& c) {
+  const auto& d = c.attrs.dict;
+  const double lr = num(d, "lr", 0), wd = num(d, "wd", 0), rs = num(d, "rescale_grad", 1),
+               cg = num(d, "clip_gradient", -1);
+  NDArray y(c.in[0].shape());
+  for (int64_t i = 0; i < y.size(); ++i)
+    f(y, i) = static_cast<float>((1 - lr * wd) * f(c.in[2], i) - lr * clipd(rs * f(c.in[1], i), cg));
+  return Out{y};
+});
+LOOM_OP_REFERENCE("mp_sgd_mom_update", [](const RefCall& c) {
+  const auto& d = c.attrs.dict;
+  const double lr = num(d, "lr", 0), mu = num(d, "momentum", 0), wd = num(d, "wd", 0),
+               rs = num(d, "rescale_grad", 1), cg = num(d, "clip_gradient", -1);
+  NDArray y(c.in[0].shape());
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const double w = f(c.in[3], i);
+    const double m = mu * f(c.in[2], i) - lr * wd * w - lr * clipd(rs * f(c.in[1], i), cg);
+    f(y, i) = static_cast<float>(w + m);
+  }
+  return Out{y};
+});
+
+TEST(OpsMisc2, MpSgdKeepsFloat32MasterWeights) {
+  ImperativeOp op("mp_sgd_update", {{"lr", "0.5"}}, {{2}, {2}, {2}},
+                  {DType::kFloat16, DType::kFloat16, DType::kFloat32});
+  EXPECT_EQ(op.out_types()[0], DType::kFloat16);
+  NDArray w(Shape{2}, DType::kFloat16), g(Shape{2}, DType::kFloat16), w32(Shape{2});
+  for (int i = 0; i < 2; ++i) {
+    w.data<half_t>()[i] = half_t(1.f);
+    g.data<half_t>()[i] = half_t(1e-3f);
+    f(w32, i) = 1.f;
+  }
+  auto y = op.forward({w, g, w32});
+  // The update lands in the float32 master copy (a step below float16's resolution at 1)...
+  EXPECT_FLOAT_EQ(f(w32, 0), 1.f - 0.5f * static_cast<float>(half_t(1e-3f)));
+  // ...and the output is that copy rounded to float16.
+  EXPECT_EQ(static_cast<float>(y[0].data<half_t>()[0]), static_cast<float>(half_t(f(w32, 0))));
+}
+
 }  // namespace
 }  // namespace loom::test
