@@ -36,9 +36,19 @@ BatchDims batch_dims(const OpAttrs& a, const Shape& l, const Shape& r) {
   return d;
 }
 
+// Partial shapes: an unknown (0) batch size takes the other side's; with both contracted
+// dims known the output follows, unknown dims staying 0 (MXNet's infer_shape_partial).
 void infer_batch_dot(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
-  if (!in[0].known() || !in[1].known()) return;
-  auto d = batch_dims(a, in[0], in[1]);
+  Shape l = in[0], r = in[1];
+  if (l.ndim() != 3 || r.ndim() != 3) {
+    if (l.ndim() != 0 && r.ndim() != 0) batch_dims(a, l, r);  // throws the rank error
+    return;
+  }
+  const auto& p = a.param<BatchDotParam>();
+  if ((p.transpose_a ? l[1] : l[2]) == 0 || (p.transpose_b ? r[2] : r[1]) == 0) return;
+  if (l[0] == 0) l[0] = r[0];
+  if (r[0] == 0) r[0] = l[0];
+  auto d = batch_dims(a, l, r);
   merge_shape(out[0], Shape{d.b, d.m, d.n}, "output 0");
 }
 

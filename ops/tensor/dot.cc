@@ -47,9 +47,15 @@ DotDims dot_dims(const OpAttrs& a, const Shape& l, const Shape& r) {
   return {l.numel() / kl, r.numel() / kr, kl, Shape(std::move(o))};
 }
 
+// Partial shapes (MXNet's legacy 0 = unknown dim): once both ranks and the contracted
+// dims are known, the output follows, unknown dims staying 0 ((0, 3, 4) . (4, 5) -> (0, 3, 5)).
 void infer_dot(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
-  if (!in[0].known() || !in[1].known()) return;
-  merge_shape(out[0], dot_dims(a, in[0], in[1]).out, "output 0");
+  const Shape &l = in[0], &r = in[1];
+  if (l.ndim() == 0 || r.ndim() == 0) return;
+  const auto& p = a.param<DotParam>();
+  if ((p.transpose_a ? l[0] : l[l.ndim() - 1]) == 0 || (p.transpose_b ? r[r.ndim() - 1] : r[0]) == 0)
+    return;
+  merge_shape(out[0], dot_dims(a, l, r).out, "output 0");
 }
 
 class DotKernel final : public Kernel {

@@ -66,7 +66,12 @@ void init_op(const char* name, const char* doc) {
       .params(kInitSchema)
       .inputs(std::vector<std::string>{})
       .shape_fn([](const OpAttrs& a, std::vector<Shape>&, std::vector<Shape>& out) {
-        merge_shape(out[0], a.param<InitParam>().shape, "output 0");
+        // -1 (or 0) dims are unknown and come from the consumers (MXNet's legacy rule:
+        // sym.ones(shape=(2, -1)) + x takes x's second dim).
+        Shape s = a.param<InitParam>().shape;
+        for (auto& d : s.dims())
+          if (d < 0) d = 0;
+        merge_shape(out[0], s, "output 0");
       })
       .type_fn([](const OpAttrs& a, std::vector<DType>&, std::vector<DType>& out) {
         merge_type(out[0], dtype_from_string(a.param<InitParam>().dtype), "output 0");

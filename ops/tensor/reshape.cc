@@ -145,6 +145,21 @@ Shape reshape_target(const ReshapeParam& p, const Shape& in) {
 }
 
 void infer_reshape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+  // Backward: a known output and an input with one unknown (0) dim give that dim (the
+  // element counts must agree), as MXNet's ReshapeShape does.
+  if (!in[0].known() && in[0].ndim() > 0 && out[0].known()) {
+    int unknown = -1, count = 0;
+    int64_t rest = 1;
+    for (int d = 0; d < in[0].ndim(); ++d) {
+      if (in[0][d] == 0) unknown = d, ++count;
+      else rest *= in[0][d];
+    }
+    if (count == 1 && out[0].numel() % rest == 0) {
+      Shape s = in[0];
+      s[unknown] = out[0].numel() / rest;
+      merge_shape(in[0], s, "input 0 (data)");
+    }
+  }
   if (!in[0].known()) return;
   merge_shape(out[0], reshape_target(a.param<ReshapeParam>(), in[0]), "output 0");
 }

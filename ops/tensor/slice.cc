@@ -61,11 +61,16 @@ std::vector<Range> ranges_of(const OpAttrs& a, const Shape& s) {
   return r;
 }
 
+// Axes are sliced independently, so with a partial input (0 = unknown dim) the known axes
+// still give their sizes and the unknown ones stay 0 (MXNet's infer_shape_partial).
 void infer_slice(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
-  if (!in[0].known()) return;
+  if (in[0].ndim() == 0) return;
+  Shape probe = in[0];
+  for (auto& d : probe.dims())
+    if (d == 0) d = int64_t{1} << 40;  // stands for "any size"; its result is dropped below
   Shape o = in[0];
-  auto r = ranges_of(a, in[0]);
-  for (int d = 0; d < o.ndim(); ++d) o[d] = r[static_cast<size_t>(d)].size;
+  auto r = ranges_of(a, probe);
+  for (int d = 0; d < o.ndim(); ++d) o[d] = in[0][d] == 0 ? 0 : r[static_cast<size_t>(d)].size;
   merge_shape(out[0], o, "output 0");
 }
 

@@ -58,26 +58,40 @@ const auto kSliceChannelSchema =
           check_input_count(p.num_outputs, "num_outputs");  // one output name each
         });
 
+// Partial shapes both ways (MXNet's legacy 0 = unknown dim): a known input gives every
+// output, unknown dims staying 0; known outputs give the input back (the split axis times
+// num_outputs, or num_outputs reinserted with squeeze_axis).
 void infer_slice_channel(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
-  if (!in[0].known()) return;
   const auto& p = a.param<SliceChannelParam>();
-  const int ax = tensor::norm_axis(p.axis, in[0].ndim(), "axis");
-  const int64_t d = in[0][ax];
-  if (d % p.num_outputs != 0)
-    throw ShapeError("input 0 (data) of shape " + in[0].str() + " has " + std::to_string(d) +
-                     " entries along axis " + std::to_string(p.axis) +
-                     ", not divisible by num_outputs=" + std::to_string(p.num_outputs));
-  auto dims = in[0].dims();
-  dims[static_cast<size_t>(ax)] = d / p.num_outputs;
-  if (p.squeeze_axis) {
-    if (d != p.num_outputs)
-      throw ShapeError("squeeze_axis needs pieces of size 1, but input 0 (data) of shape " +
-                       in[0].str() + " splits into pieces of " + std::to_string(d / p.num_outputs));
-    dims.erase(dims.begin() + ax);
-    if (dims.empty()) dims.push_back(1);
+  if (in[0].ndim() > 0) {
+    const int ax = tensor::norm_axis(p.axis, in[0].ndim(), "axis");
+    const int64_t d = in[0][ax];
+    if (d % p.num_outputs != 0)
+      throw ShapeError("input 0 (data) of shape " + in[0].str() + " has " + std::to_string(d) +
+                       " entries along axis " + std::to_string(p.axis) +
+                       ", not divisible by num_outputs=" + std::to_string(p.num_outputs));
+    auto dims = in[0].dims();
+    dims[static_cast<size_t>(ax)] = d / p.num_outputs;
+    if (p.squeeze_axis) {
+      if (d != 0 && d != p.num_outputs)
+        throw ShapeError("squeeze_axis needs pieces of size 1, but input 0 (data) of shape " +
+                         in[0].str() + " splits into pieces of " + std::to_string(d / p.num_outputs));
+      dims.erase(dims.begin() + ax);
+      if (dims.empty()) dims.push_back(1);
+    }
+    for (size_t k = 0; k < out.size(); ++k)
+      merge_shape(out[k], Shape(dims), "output " + std::to_string(k));
   }
-  for (size_t k = 0; k < out.size(); ++k)
-    merge_shape(out[k], Shape(dims), "output " + std::to_string(k));
+  Shape o;
+  for (size_t k = 0; k < out.size(); ++k) merge_shape(o, out[k], "output " + std::to_string(k));
+  if (o.ndim() == 0) return;
+  const int in_ndim = in[0].ndim() > 0 ? in[0].ndim() : o.ndim() + (p.squeeze_axis ? 1 : 0);
+  if (p.squeeze_axis && in_ndim == 1) return;  // a (1,) piece of a 1-D input: nothing to add
+  const int ax = tensor::norm_axis(p.axis, in_ndim, "axis");
+  auto dims = o.dims();
+  if (p.squeeze_axis) dims.insert(dims.begin() + ax, p.num_outputs);
+  else dims[static_cast<size_t>(ax)] *= p.num_outputs;
+  merge_shape(in[0], Shape(dims), "input 0 (data)");
 }
 
 class SliceChannelKernel final : public Kernel {
@@ -171,11 +185,19 @@ std::array<int64_t, 3> slice_range(const SliceAxisParam& p, const Shape& s) {
   return {ax, b, e};
 }
 
+// Partial input: the other axes pass through (0 = unknown stays 0); an unknown sliced axis
+// leaves its output size unknown.
 void infer_slice_axis(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
-  if (!in[0].known()) return;
-  auto [ax, b, e] = slice_range(a.param<SliceAxisParam>(), in[0]);
+  if (in[0].ndim() == 0) return;
+  const auto& p = a.param<SliceAxisParam>();
   Shape o = in[0];
-  o[static_cast<int>(ax)] = e - b;
+  const int ax = tensor::norm_axis(p.axis, in[0].ndim(), "axis");
+  if (in[0][ax] == 0) {
+    o[ax] = 0;
+  } else {
+    auto [ax2, b, e] = slice_range(p, in[0]);
+    o[static_cast<int>(ax2)] = e - b;
+  }
   merge_shape(out[0], o, "output 0");
 }
 

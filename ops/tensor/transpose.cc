@@ -31,12 +31,19 @@ std::vector<int> permutation(const TransposeParam& p, int ndim) {
   return perm;
 }
 
+// Both ways: output dim d is input dim perm[d], so a known output gives the input back.
 void infer_transpose(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
-  if (in[0].ndim() == 0) return;
-  auto perm = permutation(a.param<TransposeParam>(), in[0].ndim());
-  Shape o = in[0];
-  for (int d = 0; d < o.ndim(); ++d) o[d] = in[0][perm[d]];
-  merge_shape(out[0], o, "output 0");
+  const int nd = in[0].ndim() > 0 ? in[0].ndim() : out[0].ndim();
+  if (nd == 0) return;
+  auto perm = permutation(a.param<TransposeParam>(), nd);
+  if (in[0].ndim() > 0) {
+    Shape o = in[0];
+    for (int d = 0; d < nd; ++d) o[d] = in[0][perm[d]];
+    merge_shape(out[0], o, "output 0");
+  }
+  Shape i = out[0];
+  for (int d = 0; d < nd; ++d) i[perm[d]] = out[0][d];
+  merge_shape(in[0], i, "input 0 (data)");
 }
 
 /// out[j] = in[src(j)] where out dim d is in dim perm[d].

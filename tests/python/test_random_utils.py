@@ -430,10 +430,12 @@ def test_runtime_util_engine_contrib(mx):
 
     assert mx.util.is_np_shape() is False and mx.util.is_np_array() is False
     assert mx.util.set_np_shape(False) is False
-    with pytest.raises(mx.base.LoomError):
-        mx.util.set_np_shape(True)
+    assert mx.util.set_np_shape(True) is False and mx.util.is_np_shape() is True
+    assert mx.util.set_np_shape(False) is True
     with mx.util.np_shape(False):
-        pass
+        assert not mx.util.is_np_shape()
+    with pytest.raises(mx.base.LoomError):
+        mx.util.set_np(array=True)
 
     old = mx.engine.set_bulk_size(4)
     assert mx.engine.set_bulk_size(old) == 4
@@ -583,14 +585,38 @@ def test_numpy_semantics_switches_at_top_level(mx):
     assert mx.is_np_shape() is False and mx.is_np_array() is False
     with mx.np_shape(False):
         pass
-    with pytest.raises(mx.LoomError):
-        mx.set_np_shape(True)
 
     @mx.use_np_shape
     def f():
-        return 1
+        """doc"""
+        return mx.is_np_shape(), mx.nd.ones(()).shape, mx.nd.zeros((0, 3)).shape
+    assert f() == (True, (), (0, 3)) and f.__name__ == "f" and f.__doc__ == "doc"
+    assert mx.is_np_shape() is False
     with pytest.raises(mx.LoomError):
-        f()
+        mx.np_array(True).__enter__()
+
+
+def test_np_shape_creation_and_inference(mx):
+    # Legacy shapes: no scalar or zero-size arrays (MXNet raises too).
+    for fn in (mx.nd.zeros, mx.nd.ones, mx.nd.empty):
+        with pytest.raises(mx.base.MXNetError, match="np_shape"):
+            fn((2, 0))
+        with pytest.raises(mx.base.MXNetError, match="np_shape"):
+            fn(())
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    z = mx.sym.dot(x, y)
+    assert z.infer_shape_partial(x=(0, 3, 4), y=(4, 5))[1] == [(0, 3, 5)]
+    assert mx.sym.sin(x).infer_shape_partial()[1] == [()]
+    with mx.np_shape():
+        a = mx.nd.ones((0, 2))
+        assert a.shape == (0, 2) and a.asnumpy().shape == (0, 2)
+        assert float(mx.nd.full((), 7).asnumpy()) == 7.0
+        assert z.infer_shape_partial(x=(-1, 3, 4), y=(4, 5))[1] == [(-1, 3, 5)]
+        assert mx.sym.sin(x).infer_shape_partial()[1] == [None]
+        v = mx.sym.var("v", shape=(-1, 20))
+        assert mx.sym.slice_axis(v, axis=1, begin=0, end=5).infer_shape_partial()[1] == \
+            [(-1, 5)]
+        assert z.infer_shape(x=(2, 3, 4), y=(4, 5))[1] == [(2, 3, 5)]
 
 
 def test_contrib_amp_imports_and_refuses_conversion(mx):

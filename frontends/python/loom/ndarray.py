@@ -6,7 +6,7 @@ import sys
 import numpy as np
 
 from . import _loom, _ops
-from .base import LoomError, ShapeError, _Null, dtype_str, is_number, param_str
+from .base import MXNetError, LoomError, ShapeError, _Null, dtype_str, is_number, param_str
 from .context import Context, cpu, current_context
 
 NDArray = _loom.NDArray
@@ -38,9 +38,21 @@ def array(source_array, ctx=None, dtype=None):
     return _loom._array(source_array, "float32" if dtype is None else dtype, _ctx(ctx))
 
 
+def _creation_shape(shape, fn):
+    """MXNet's legacy shape rule for new arrays: no scalar () and no zero-size dims; both
+    are allowed under mx.np_shape()."""
+    s = _shape(shape)
+    from .util import is_np_shape
+    if not is_np_shape() and (len(s) == 0 or 0 in s):
+        raise MXNetError("%s: shape %s has %s; legacy (MXNet 1.x) shapes use 0 for an "
+                         "unknown dimension (use mx.np_shape() for scalar and zero-size arrays)"
+                         % (fn, s, "no dimensions" if len(s) == 0 else "a 0 dimension"))
+    return s
+
+
 def empty(shape, ctx=None, dtype=None):
     """Uninitialised array (zero-filled by the allocator is not guaranteed)."""
-    return _loom._empty(_shape(shape), dtype, _ctx(ctx))
+    return _loom._empty(_creation_shape(shape, "empty"), dtype, _ctx(ctx))
 
 
 def zeros(shape, ctx=None, dtype=None, out=None, **kwargs):
@@ -48,7 +60,7 @@ def zeros(shape, ctx=None, dtype=None, out=None, **kwargs):
     if out is not None:
         out[:] = 0
         return out
-    return _loom._full(_shape(shape), 0.0, dtype, _ctx(ctx))
+    return _loom._full(_creation_shape(shape, "zeros"), 0.0, dtype, _ctx(ctx))
 
 
 def ones(shape, ctx=None, dtype=None, out=None, **kwargs):
@@ -56,14 +68,14 @@ def ones(shape, ctx=None, dtype=None, out=None, **kwargs):
     if out is not None:
         out[:] = 1
         return out
-    return _loom._full(_shape(shape), 1.0, dtype, _ctx(ctx))
+    return _loom._full(_creation_shape(shape, "ones"), 1.0, dtype, _ctx(ctx))
 
 
 def full(shape, val, ctx=None, dtype=None, out=None):
     if out is not None:
         out[:] = val
         return out
-    return _loom._full(_shape(shape), float(val), dtype, _ctx(ctx))
+    return _loom._full(_creation_shape(shape, "full"), float(val), dtype, _ctx(ctx))
 
 
 def zeros_like(data, **kwargs):

@@ -29,7 +29,8 @@ def Variable(name, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None
     attr = _attribute.current().get(attr)
     attr = _hidden_attrs(attr) if attr else {}
     if shape is not None:
-        attr["__shape__"] = param_str(tuple(shape) if not isinstance(shape, int) else (shape,))
+        shape = tuple(shape) if not isinstance(shape, int) else (shape,)
+        attr["__shape__"] = param_str(_from_np_shape(shape))
     if lr_mult is not None:
         attr["__lr_mult__"] = str(lr_mult)
     if wd_mult is not None:
@@ -330,15 +331,35 @@ def _bool(self):
     raise NotImplementedForSymbol("__bool__", "bool")
 
 
+def _np_shape_on():
+    from .util import is_np_shape
+    return is_np_shape()
+
+
+def _from_np_shape(shape):
+    """Under np_shape, -1 marks an unknown dim; inside Loom (MXNet 1.x legacy) that is 0."""
+    if shape is None or not _np_shape_on():
+        return shape
+    return tuple(0 if d == -1 else d for d in shape)
+
+
+def _to_np_shapes(shapes):
+    """Under np_shape, inference reports an unknown shape as None and an unknown dim as -1."""
+    if shapes is None or not _np_shape_on():
+        return shapes
+    return [None if s is None or len(s) == 0 else tuple(-1 if d == 0 else d for d in s)
+            for s in shapes]
+
+
 def _shape_args(self, args, kwargs):
     known = {}
     if args:
         for name, s in zip(self.list_arguments(), args):
             if s is not None:
-                known[name] = s
+                known[name] = _from_np_shape(tuple(s))
     for k, v in kwargs.items():
         if v is not None:
-            known[k] = v
+            known[k] = _from_np_shape(tuple(v))
     return known
 
 
@@ -373,14 +394,15 @@ def _infer_shape(self, *args, **kwargs):
                       "unknown dimensions). Consider providing them as input:\n\t" +
                       "\n\t".join(unknowns[:10]), stacklevel=2)
         return None, None, None
-    return arg, out, aux
+    return _to_np_shapes(arg), _to_np_shapes(out), _to_np_shapes(aux)
 
 
 def _infer_shape_partial(self, *args, **kwargs):
-    """Like infer_shape, but unknown shapes come back as () (or with 0 dims)."""
+    """Like infer_shape, but unknown shapes come back as () (or with 0 dims); under
+    np_shape as None (or with -1 dims)."""
     known = _shape_args(self, args, kwargs)
     arg, out, aux, _ = _shape_overridden(self, known)._infer_shape(known, True)
-    return arg, out, aux
+    return _to_np_shapes(arg), _to_np_shapes(out), _to_np_shapes(aux)
 
 
 def _infer_type(self, *args, **kwargs):

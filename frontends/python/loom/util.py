@@ -1,11 +1,15 @@
 """mx.util: NumPy-semantics switches and small system helpers.
 
-Loom implements MXNet 1.x's legacy semantics only: shapes are never zero-dimensional and 0 in
-a shape means 'unknown' during inference; arrays are mx.nd.NDArray. So is_np_shape() and
-is_np_array() are always False; turning either on raises LoomError (turning it off is
-accepted)."""
+Loom implements MXNet 1.x's legacy semantics. NumPy *shape* semantics (np_shape) are
+supported as far as shapes are reported and arrays created: with them on, shape inference
+reports unknown dimensions as -1 and unknown shapes as None (legacy: 0 and ()), and
+mx.nd.zeros/ones/empty/full make zero-size and scalar (shape ()) arrays, which legacy mode
+refuses as MXNet does. Inside graphs and operators 0 still means "unknown size", so zero-size
+arrays cannot go through operators. NumPy *arrays* (np_array, use_np, mx.np) are not
+supported: turning them on raises LoomError (turning them off is accepted)."""
 import functools
 import os
+import threading
 
 from .base import LoomError
 
@@ -15,16 +19,19 @@ def _refuse(what):
                     "(non-NumPy) semantics only" % what)
 
 
+_state = threading.local()
+
+
 def is_np_shape():
-    """False: Loom uses legacy shape semantics."""
-    return False
+    """True while NumPy shape semantics are on (per thread, as MXNet's)."""
+    return getattr(_state, "np_shape", False)
 
 
 def set_np_shape(active):
-    """Returns the previous state (False); active=True raises LoomError."""
-    if active:
-        _refuse("NumPy shape semantics (set_np_shape(True))")
-    return False
+    """Turns NumPy shape semantics on or off; returns the previous state."""
+    prev = is_np_shape()
+    _state.np_shape = bool(active)
+    return prev
 
 
 def is_np_array():
@@ -54,9 +61,22 @@ class _Scope:
         return False
 
 
+class _ShapeScope:
+    def __init__(self, active):
+        self.active, self.prev = bool(active), None
+
+    def __enter__(self):
+        self.prev = set_np_shape(self.active)
+        return self
+
+    def __exit__(self, *exc):
+        set_np_shape(self.prev)
+        return False
+
+
 def np_shape(active=True):
-    """Context manager; only active=False is supported."""
-    return _Scope("NumPy shape semantics (np_shape)", active)
+    """Context manager turning NumPy shape semantics on (or off) inside the block."""
+    return _ShapeScope(active)
 
 
 def np_array(active=True):
@@ -75,18 +95,31 @@ def _decorator(what):
     return deco
 
 
-use_np_shape = _decorator("NumPy shape semantics (use_np_shape)")
+def use_np_shape(func):
+    """Decorator: the function runs with NumPy shape semantics on."""
+    if isinstance(func, type):
+        _refuse("use_np_shape on a class")
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with np_shape(True):
+            return func(*args, **kwargs)
+    return wrapper
+
+
 use_np_array = _decorator("NumPy arrays (use_np_array)")
 use_np = _decorator("NumPy semantics (use_np)")
 
 
 def set_np(shape=True, array=True, dtype=False):
-    if shape or array or dtype:
-        _refuse("NumPy semantics (set_np)")
+    if array or dtype:
+        _refuse("NumPy semantics (set_np with array or dtype)")
+    set_np_shape(shape)
 
 
 def reset_np():
-    """Legacy semantics (already the only mode)."""
+    """Legacy semantics."""
+    set_np_shape(False)
 
 
 def get_gpu_count():
