@@ -246,3 +246,29 @@ def test_initializer_json_with_an_init_kwarg(mx):
     g = mx.init.create(f.dumps())
     assert isinstance(g, mx.init.FusedRNN) and g.dumps() == f.dumps()
     assert '"init": null' in mx.init.FusedRNN(None, num_hidden=4).dumps()
+
+
+def test_partial_and_backward_shape_inference(mx):
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    bd = mx.sym.batch_dot(x, y)
+    assert bd.infer_shape_partial(x=(0, 3, 4), y=(0, 4, 5))[1] == [(0, 3, 5)]
+    assert bd.infer_shape_partial(x=(0, 3, 4), y=(0, 0, 5))[1] == [()]
+    assert bd.infer_shape_partial(x=(2, 3, 4), y=(0, 4, 5))[1] == [(2, 3, 5)]
+    # SliceChannel: the input comes back from a known piece.
+    a = mx.sym.Variable("a", shape=(0, 10))
+    d = mx.sym.SliceChannel(a, num_outputs=10, axis=1, squeeze_axis=True)[1] + \
+        mx.sym.Variable("c", shape=(5,))
+    assert dict(zip(d.list_arguments(), d.infer_shape()[0]))["a"] == (5, 10)
+    a = mx.sym.Variable("a", shape=(0, 15, 0))
+    d = mx.sym.SliceChannel(a, num_outputs=3)[1] + mx.sym.Variable("c", shape=(3, 5, 2))
+    assert dict(zip(d.list_arguments(), d.infer_shape()[0]))["a"] == (3, 15, 2)
+    # transpose and _ones with -1 dims: shapes flow backwards through the graph.
+    b = mx.sym.ones(shape=[2, -1]) + mx.sym.transpose(mx.sym.ones(shape=[3, -1]))
+    out = b.bind(mx.cpu(), args={}).forward()[0]
+    assert out.shape == (2, 3) and (out.asnumpy() == 2).all()
+    # Reshape: one unknown input dim from a known output.
+    r = mx.sym.elemwise_add(x.reshape((0, -1)), mx.sym.ones(shape=(2, 75)))
+    assert r.infer_shape(x=(2, 3, 0, 5))[0] == [(2, 3, 5, 5)]
+    # slice with an unknown axis keeps it unknown, slices the others.
+    v = mx.sym.var("v", shape=(0, 20))
+    assert mx.sym.slice(v, begin=(2, 3), end=(None, 10)).infer_shape_partial()[1] == [(0, 7)]
