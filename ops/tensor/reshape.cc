@@ -323,5 +323,19 @@ LOOM_REGISTER_OP("reshape_like")
     .sample({.attrs = {{"lhs_begin", "1"}, {"lhs_end", "None"}, {"rhs_begin", "0"}, {"rhs_end", "2"}},
              .in_shapes = {{5, 6}, {2, 3, 7}}});
 
+// ---- _identity_with_attr_like_rhs ----
+// lhs passed through, constrained to rhs's shape: a graph states "this has the shape of
+// that" so inference can run backwards (MXNet's shape-constraint op; rhs gets no gradient).
+LOOM_REGISTER_OP("_identity_with_attr_like_rhs")
+    .describe("Returns lhs; lhs, rhs and the output share one shape (rhs only lends it).")
+    .inputs({"lhs", "rhs"})
+    .shape_fn(infer_shape_same)
+    .type_fn(infer_type_like)
+    .deps(GradDeps{true, false, false})
+    .no_grad({1})
+    .inplace_pairs({{0, 0}})
+    .cpu<ViewKernel>()
+    .sample({.attrs = {}, .in_shapes = {{2, 3}, {2, 3}}});
+
 }  // namespace
 }  // namespace loom

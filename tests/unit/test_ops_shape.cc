@@ -42,6 +42,7 @@ std::vector<NDArray> ref_view(const RefCall& c) {
 }
 LOOM_OP_REFERENCE("squeeze", ref_view);
 LOOM_OP_REFERENCE("reshape_like", ref_view);
+LOOM_OP_REFERENCE("_identity_with_attr_like_rhs", ref_view);
 
 // Multi-index helpers for the references below.
 std::vector<int64_t> unravel(int64_t i, const Shape& s) {
