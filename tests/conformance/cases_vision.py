@@ -200,3 +200,55 @@ for i, (op, n, kw) in enumerate([("Proposal", 1, dict(_prop_kw, output_score=Tru
                "hw": ("uniform", 14.0, 24.0), "imscale": ("uniform", 0.5, 1.0)},
          no_grad=["hw", "imscale"], tol=(1e-4, 1e-4),
          note="not differentiable: zero gradients")
+
+
+_ZERO_NOTE = ("not differentiable: zero gradients; MXNet 1.9.1 req=add overwrites the gradient "
+              "with zeros instead of leaving it")
+
+
+def _corner_boxes(mx, name):
+    # [x1, y1, x1 + w, y1 + h] with positive sizes
+    xy = mx.sym.var(name + "_xy")
+    return mx.sym.concat(xy, xy + mx.sym.var(name + "_wh"), dim=-1)
+
+
+_box_init = lambda *names: dict(  # noqa: E731
+    [(n + "_xy", ("uniform", 0.0, 1.0)) for n in names] +
+    [(n + "_wh", ("uniform", 0.1, 0.8)) for n in names])
+for i, (fmt, sa, sb) in enumerate([("corner", (3,), (2, 2)), ("center", (2, 2), (4,))]):
+    case("box_iou%d" % i,
+         lambda mx, fmt=fmt: mx.sym.contrib.box_iou(_corner_boxes(mx, "a"), _corner_boxes(mx, "b"),
+                                                    format=fmt, name="iou"),
+         {"a_xy": sa + (2,), "a_wh": sa + (2,), "b_xy": sb + (2,), "b_wh": sb + (2,)},
+         ["_contrib_box_iou"], init=_box_init("a", "b"),
+         add_ref="write2", note=_ZERO_NOTE)
+for i, kw in enumerate([dict(threshold=0.2), dict(threshold=0.7, is_ascend=True, topk=2)]):
+    case("bipartite_matching%d" % i,
+         lambda mx, kw=kw: mx.sym.contrib.bipartite_matching(V(mx), name="match", **kw),
+         {"data": (2, 4, 3)}, ["_contrib_bipartite_matching"],
+         init={"data": ("uniform", 0.0, 1.0)},
+         add_ref="write2", note=_ZERO_NOTE)
+case("box_encode0",
+     lambda mx: mx.sym.contrib.box_encode(mx.sym.var("samples"), mx.sym.var("matches"),
+                                          _corner_boxes(mx, "anc"), _corner_boxes(mx, "ref"),
+                                          mx.sym.var("means"), mx.sym.var("stds"), name="enc"),
+     {"samples": (2, 5), "matches": (2, 5), "anc_xy": (2, 5, 2), "anc_wh": (2, 5, 2),
+      "ref_xy": (2, 3, 2), "ref_wh": (2, 3, 2), "means": (4,), "stds": (4,)},
+     ["_contrib_box_encode"],
+     init=dict(_box_init("anc", "ref"), samples=("int", -1, 2), matches=("int", 0, 3),
+               means=("normal", 0.1), stds=("uniform", 0.1, 0.3)),
+     no_grad=["samples", "matches"], add_ref="write2", note=_ZERO_NOTE)
+for i, kw in enumerate([dict(std0=0.1, std1=0.1, std2=0.2, std3=0.2),
+                        dict(format="corner", clip=0.3)]):
+    case("box_decode%d" % i,
+         lambda mx, kw=kw: mx.sym.contrib.box_decode(V(mx), _corner_boxes(mx, "anc"), name="dec",
+                                                     **kw),
+         {"data": (2, 4, 4), "anc_xy": (1, 4, 2), "anc_wh": (1, 4, 2)}, ["_contrib_box_decode"],
+         init=_box_init("anc"), add_ref="write2", note=_ZERO_NOTE)
+for i, kw in enumerate([dict(sizes=(0.75, 0.5, 0.25), ratios=(1, 2, 0.5)),
+                        dict(sizes=(0.4,), ratios=(3, 1), clip=True, steps=(0.3, 0.2),
+                             offsets=(0.2, 0.7))]):
+    case("MultiBoxPrior%d" % i,
+         lambda mx, kw=kw: mx.sym.contrib.MultiBoxPrior(V(mx), name="prior", **kw),
+         {"data": (1, 2, 4, 5)}, ["_contrib_MultiBoxPrior"],
+         add_ref="write2", note=_ZERO_NOTE)

@@ -4,6 +4,7 @@
 // time) and hand-checked values, including MXNet 1.9.1's outputs.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cfloat>
 #include <cmath>
 
@@ -625,6 +626,135 @@ std::vector<NDArray> ref_proposal(const RefCall& c) {
 LOOM_OP_REFERENCE("_contrib_Proposal", ref_proposal);
 LOOM_OP_REFERENCE("_contrib_MultiProposal", ref_proposal);
 
+// ---------------------------------------------------------------- bounding-box utilities
+std::vector<NDArray> ref_box_iou(const RefCall& c) {
+  const bool center = attr(c.attrs.dict, "format", "corner") == "center";
+  const int64_t nl = c.in[0].size() / 4, nr = c.in[1].size() / 4;
+  auto corners = [&](const NDArray& a, int64_t i) {
+    std::array<double, 4> b{a.at(i * 4), a.at(i * 4 + 1), a.at(i * 4 + 2), a.at(i * 4 + 3)};
+    if (center) b = {b[0] - b[2] / 2, b[1] - b[3] / 2, b[0] + b[2] / 2, b[1] + b[3] / 2};
+    return b;
+  };
+  NDArray y(c.out_shapes[0]);
+  for (int64_t i = 0; i < nl; ++i)
+    for (int64_t j = 0; j < nr; ++j) {
+      const auto a = corners(c.in[0], i), b = corners(c.in[1], j);
+      const double w = std::max(0.0, std::min(a[2], b[2]) - std::max(a[0], b[0]));
+      const double h = std::max(0.0, std::min(a[3], b[3]) - std::max(a[1], b[1]));
+      const double area_a = std::max(0.0, a[2] - a[0]) * std::max(0.0, a[3] - a[1]);
+      const double area_b = std::max(0.0, b[2] - b[0]) * std::max(0.0, b[3] - b[1]);
+      y.data<float>()[i * nr + j] =
+          w * h <= 0 ? 0.f : static_cast<float>(w * h / (area_a + area_b - w * h));
+    }
+  return {y};
+}
+LOOM_OP_REFERENCE("_contrib_box_iou", ref_box_iou);
+
+// Greedy: repeatedly take the best remaining (row, col) pair with both free.
+std::vector<NDArray> ref_match(const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  const bool asc = parse_bool(attr(c.attrs.dict, "is_ascend", "False"));
+  const double thr = static_cast<float>(parse_float(c.attrs.dict.at("threshold")));
+  const int64_t topk = parse_int(attr(c.attrs.dict, "topk", "-1"));
+  const int64_t R = s[s.ndim() - 2], C = s[s.ndim() - 1], B = s.numel() / (R * C);
+  NDArray rm = NDArray::full(c.out_shapes[0], -1.0), cm = NDArray::full(c.out_shapes[1], -1.0);
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<std::pair<double, int64_t>> v;
+    for (int64_t k = 0; k < R * C; ++k) v.push_back({c.in[0].at(b * R * C + k), k});
+    std::stable_sort(v.begin(), v.end(), [&](const auto& x, const auto& y) {
+      return asc ? x.first < y.first : x.first > y.first;
+    });
+    int64_t count = 0;
+    for (const auto& [score, k] : v) {
+      const int64_t r = k / C, col = k % C;
+      if (rm.at(b * R + r) != -1 || cm.at(b * C + col) != -1) continue;
+      if (asc ? !(score < thr) : !(score > thr)) break;
+      rm.data<float>()[b * R + r] = static_cast<float>(col);
+      cm.data<float>()[b * C + col] = static_cast<float>(r);
+      if (topk > 0 && ++count > topk) break;
+    }
+  }
+  return {rm, cm};
+}
+LOOM_OP_REFERENCE("_contrib_bipartite_matching", ref_match);
+
+std::vector<NDArray> ref_encode(const RefCall& c) {
+  const Shape& as = c.in[2].shape();
+  const int64_t B = as[0], N = as[1], M = c.in[3].shape()[1];
+  NDArray t = NDArray::zeros(c.out_shapes[0]), m = NDArray::zeros(c.out_shapes[1]);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t i = b * N + n;
+      if (!(c.in[0].at(i) > 0.5)) continue;
+      const int64_t j = static_cast<int64_t>(c.in[1].at(i));
+      auto box = [&](const NDArray& a, int64_t k) {
+        const double w = a.at(k * 4 + 2) - a.at(k * 4), h = a.at(k * 4 + 3) - a.at(k * 4 + 1);
+        return std::array<double, 4>{a.at(k * 4) + w / 2, a.at(k * 4 + 1) + h / 2, w, h};
+      };
+      const auto r = box(c.in[3], b * M + j), a = box(c.in[2], i);
+      const double v[4] = {(r[0] - a[0]) / a[2], (r[1] - a[1]) / a[3], std::log(r[2] / a[2]),
+                           std::log(r[3] / a[3])};
+      for (int k = 0; k < 4; ++k) {
+        t.data<float>()[i * 4 + k] = static_cast<float>((v[k] - c.in[4].at(k)) / c.in[5].at(k));
+        m.data<float>()[i * 4 + k] = 1.f;
+      }
+    }
+  return {t, m};
+}
+LOOM_OP_REFERENCE("_contrib_box_encode", ref_encode);
+
+std::vector<NDArray> ref_decode(const RefCall& c) {
+  const Attrs& d = c.attrs.dict;
+  const double st[4] = {parse_float(attr(d, "std0", "1")), parse_float(attr(d, "std1", "1")),
+                        parse_float(attr(d, "std2", "1")), parse_float(attr(d, "std3", "1"))};
+  const double clip = parse_float(attr(d, "clip", "-1"));
+  const bool corner = attr(d, "format", "center") == "corner";
+  const int64_t N = c.in[0].shape()[1];
+  NDArray y(c.out_shapes[0]);
+  for (int64_t i = 0; i < c.in[0].size() / 4; ++i) {
+    const int64_t k = i % N;
+    double ax = c.in[1].at(k * 4), ay = c.in[1].at(k * 4 + 1), aw = c.in[1].at(k * 4 + 2),
+           ah = c.in[1].at(k * 4 + 3);
+    if (corner) aw -= ax, ah -= ay, ax += aw / 2, ay += ah / 2;
+    double dw = c.in[0].at(i * 4 + 2) * st[2], dh = c.in[0].at(i * 4 + 3) * st[3];
+    if (clip > 0) dw = std::min(dw, clip), dh = std::min(dh, clip);
+    const double ox = c.in[0].at(i * 4) * st[0] * aw + ax,
+                 oy = c.in[0].at(i * 4 + 1) * st[1] * ah + ay;
+    const double ow = std::exp(dw) * aw / 2, oh = std::exp(dh) * ah / 2;
+    const double v[4] = {ox - ow, oy - oh, ox + ow, oy + oh};
+    for (int j = 0; j < 4; ++j) y.data<float>()[i * 4 + j] = static_cast<float>(v[j]);
+  }
+  return {y};
+}
+LOOM_OP_REFERENCE("_contrib_box_decode", ref_decode);
+
+std::vector<NDArray> ref_prior(const RefCall& c) {
+  const Attrs& d = c.attrs.dict;
+  const std::vector<float> sizes = floats_of(attr(d, "sizes", "(1,)"));
+  const std::vector<float> ratios = floats_of(attr(d, "ratios", "(1,)"));
+  const std::vector<float> steps = floats_of(attr(d, "steps", "(-1, -1)"));
+  const std::vector<float> off = floats_of(attr(d, "offsets", "(0.5, 0.5)"));
+  const bool clip = parse_bool(attr(d, "clip", "False"));
+  const int64_t H = c.in[0].shape()[2], W = c.in[0].shape()[3];
+  const double sy = steps[0] > 0 && steps[1] > 0 ? steps[0] : 1.0 / H;
+  const double sx = steps[0] > 0 && steps[1] > 0 ? steps[1] : 1.0 / W;
+  NDArray y(c.out_shapes[0]);
+  int64_t k = 0;
+  auto put = [&](double cx, double cy, double size, double ratio) {
+    const double bw = size * H / W * ratio / 2, bh = size / ratio / 2;
+    for (double v : {cx - bw, cy - bh, cx + bw, cy + bh})
+      y.data<float>()[k++] = static_cast<float>(clip ? std::min(1.0, std::max(0.0, v)) : v);
+  };
+  for (int64_t r = 0; r < H; ++r)
+    for (int64_t col = 0; col < W; ++col) {
+      const double cy = (r + off[0]) * sy, cx = (col + off[1]) * sx;
+      for (float s : sizes) put(cx, cy, s, std::sqrt(ratios[0]));
+      for (size_t j = 1; j < ratios.size(); ++j) put(cx, cy, sizes[0], std::sqrt(ratios[j]));
+    }
+  return {y};
+}
+LOOM_OP_REFERENCE("_contrib_MultiBoxPrior", ref_prior);
+
 // ---------------------------------------------------------------- hand-checked values
 // MXNet 1.9.1's check_bilinear_resize_align_corners_op.
 TEST(OpsVision, BilinearResizeAlignCornersMatchesMXNet) {
@@ -672,6 +802,28 @@ TEST(OpsVision, CorrelationKernelSizeErrors) {
       ImperativeOp("Correlation", {{"kernel_size", "9"}}, {{1, 1, 28, 28}, {1, 1, 28, 28}}));
   EXPECT_THROW(ImperativeOp("Correlation", {{"kernel_size", "2"}}, {{1, 1, 8, 8}, {1, 1, 8, 8}}),
                Error);
+}
+
+// MXNet 1.9.1's test_box_encode_op / test_box_decode_op / test_bipartite_matching_op.
+TEST(OpsVision, BoxEncodeDecodeMatchMXNet) {
+  const std::vector<float> boxes = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
+  ImperativeOp enc("_contrib_box_encode", {}, {{1, 2}, {1, 2}, {1, 2, 4}, {1, 2, 4}, {4}, {4}});
+  auto e = enc.forward({from({1, 2}, {0, 1}), from({1, 2}, {0, 1}), from({1, 2, 4}, boxes),
+                        from({1, 2, 4}, boxes), from({4}, {0, 0, 0, 0}),
+                        from({4}, {0.1f, 0.1f, 0.2f, 0.2f})});
+  expect_near(e[0], {0, 0, 0, 0, 0, 0, 0, 0}, 1e-5);
+  expect_near(e[1], {0, 0, 0, 0, 1, 1, 1, 1});
+  ImperativeOp dec("_contrib_box_decode",
+                   {{"std0", "0.1"}, {"std1", "0.1"}, {"std2", "0.2"}, {"std3", "0.2"}},
+                   {{1, 2, 4}, {1, 2, 4}});
+  expect_near(dec.forward({from({1, 2, 4}, boxes), from({1, 2, 4}, boxes)})[0],
+              {-0.0562755f, -0.00865743f, 0.26227552f, 0.42465743f, 0.13240421f, 0.17859563f,
+               0.93759584f, 1.1174043f},
+              1e-5);
+  ImperativeOp m("_contrib_bipartite_matching", {{"threshold", "1e-12"}}, {{3, 2}});
+  auto y = m.forward({from({3, 2}, {0.5f, 0.6f, 0.1f, 0.2f, 0.3f, 0.4f})});
+  expect_near(y[0], {1, -1, 0});
+  expect_near(y[1], {2, 0});
 }
 
 TEST(OpsVision, Col2imOfOnesCountsCoverage) {
