@@ -7,6 +7,9 @@ namespace loom {
 namespace {
 
 void infer_where(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+  // As MXNet: nothing is decided until the condition's shape is fully known (it selects
+  // between the same-shape and the per-row form).
+  if (!in[0].known()) return;
   Shape s;
   merge_shape(s, in[1], input_label(a, 1));
   merge_shape(s, in[2], input_label(a, 2));

@@ -272,3 +272,11 @@ def test_partial_and_backward_shape_inference(mx):
     # slice with an unknown axis keeps it unknown, slices the others.
     v = mx.sym.var("v", shape=(0, 20))
     assert mx.sym.slice(v, begin=(2, 3), end=(None, 10)).infer_shape_partial()[1] == [(0, 7)]
+
+
+def test_where_waits_for_a_known_condition_shape(mx):
+    c, x, y = mx.sym.var("cond"), mx.sym.var("x"), mx.sym.var("y")
+    w = mx.sym.where(c, x, y)
+    assert w.infer_shape_partial(cond=(0, 2), x=(0, 2), y=(0, 2))[1] == [()]
+    assert w.infer_shape_partial(cond=(0,), x=(2, 2), y=(2, 2))[1] == [()]
+    assert w.infer_shape_partial(cond=(2,), x=(2, 3))[1] == [(2, 3)]
