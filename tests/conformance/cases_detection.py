@@ -34,3 +34,27 @@ case("detection_box_nms_alias",
                                                            name="nms"),
      {"cid": (6, 1), "score": (6, 1), "xy": (6, 2), "wh": (6, 2)},
      ["_contrib_box_nms"], init=_init, no_grad=["cid"], add_ref="write2", note=_nms_note)
+
+
+# ------------------------------------------------------------------ legacy checkpoint ops
+# (in this family's file: the ops old detection checkpoints contain)
+for i, (shape, kw) in enumerate([((2, 3, 4, 4), dict(fix_gamma=False)),
+                                 ((4, 3), dict()),
+                                 ((2, 3, 3, 3), dict(use_global_stats=True, fix_gamma=False,
+                                                     eps=0.01))]):
+    case("legacy_BatchNorm_v1_%d" % i,
+         lambda mx, kw=kw: mx.sym.BatchNorm_v1(V(mx), name="bn", **kw),
+         {"data": shape}, ["BatchNorm_v1"],
+         init={"bn_gamma": ("uniform", 0.5, 2.0), "bn_moving_var": ("uniform", 0.5, 2.0)})
+for i, (shape, kw) in enumerate([((2, 3, 6, 6), dict(kernel=(3, 3), num_filter=4, pad=(1, 1))),
+                                 ((2, 4, 7, 6), dict(kernel=(2, 3), num_filter=4, stride=(2, 1),
+                                                     num_group=2, no_bias=True))]):
+    case("legacy_Convolution_v1_%d" % i,
+         lambda mx, kw=kw: mx.sym.Convolution_v1(V(mx), name="conv", **kw),
+         {"data": shape}, ["Convolution_v1"], tol=(1e-4, 1e-4))
+case("legacy_IdentityAttachKLSparseReg",
+     lambda mx: mx.sym.IdentityAttachKLSparseReg(
+         mx.sym.sigmoid(V(mx), name="sig"), sparseness_target=0.2, penalty=0.01,
+         momentum=0.5, name="kl"),
+     {"data": (4, 5)}, ["IdentityAttachKLSparseReg"],
+     init={"kl_moving_avg": ("uniform", 0.2, 0.6)})

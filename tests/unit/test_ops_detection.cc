@@ -154,5 +154,90 @@ TEST(BoxNMS, ShapeErrorsNameTheNode) {
   EXPECT_NE(find_op("_contrib_box_non_maximum_suppression"), nullptr);
 }
 
+// ---------------------------------------------------------------------------- legacy v1
+std::vector<NDArray> ref_bn_v1(const RefCall& c) {
+  const Attrs& d = c.attrs.dict;
+  const double eps = parse_float(attr(d, "eps", "0.001"));
+  const bool fix = parse_bool(attr(d, "fix_gamma", "True"));
+  const bool global = parse_bool(attr(d, "use_global_stats", "False"));
+  const Shape& s = c.in[0].shape();
+  const int64_t n = s[0], ch = s[1], inner = s.numel() / (n * ch);
+  NDArray y(s), mean(Shape{ch}), var(Shape{ch});
+  for (int64_t k = 0; k < ch; ++k) {
+    double mu = 0, v = 0;
+    if (c.is_train && !global) {
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < inner; ++i) mu += c.in[0].at((b * ch + k) * inner + i);
+      mu /= n * inner;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < inner; ++i) {
+          const double e = c.in[0].at((b * ch + k) * inner + i) - mu;
+          v += e * e;
+        }
+      v /= n * inner;
+    } else {
+      mu = c.in[3].at(k), v = c.in[4].at(k);
+    }
+    mean.data<float>()[k] = static_cast<float>(mu);
+    var.data<float>()[k] = static_cast<float>(v);
+    const double g = fix ? 1.0 : c.in[1].at(k);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t j = (b * ch + k) * inner + i;
+        y.data<float>()[j] =
+            static_cast<float>(g * (c.in[0].at(j) - mu) / std::sqrt(v + eps) + c.in[2].at(k));
+      }
+  }
+  return {y, mean, var};
+}
+LOOM_OP_REFERENCE("BatchNorm_v1", ref_bn_v1);
+LOOM_OP_REFERENCE("Convolution_v1", [](const RefCall& c) {
+  const RefFn* conv = find_reference("Convolution");
+  if (!conv) throw Error("no sweep reference for Convolution");
+  return (*conv)(c);
+});
+LOOM_OP_REFERENCE("IdentityAttachKLSparseReg", [](const RefCall& c) {
+  return std::vector<NDArray>{c.in[0].copy()};
+});
+
+// BatchNorm_v1 in training: the moving statistics change in backward, not in forward, and
+// the var output is the biased batch variance.
+TEST(LegacyV1, BatchNormV1UpdatesMovingStatsInBackward) {
+  ImperativeOp op("BatchNorm_v1", {{"fix_gamma", "False"}, {"momentum", "0.5"}},
+                  {{2, 1, 2}, {1}, {1}, {1}, {1}});
+  NDArray x = from(Shape{2, 1, 2}, {1, 2, 3, 6}), g = from(Shape{1}, {2}),
+          b = from(Shape{1}, {0.5}), mm = from(Shape{1}, {0}), mv = from(Shape{1}, {1});
+  auto out = op.forward({x, g, b, mm, mv}, /*is_train=*/true);
+  EXPECT_NEAR(out[1].at(0), 3.0, 1e-6);   // mean
+  EXPECT_NEAR(out[2].at(0), 3.5, 1e-6);   // (4 + 1 + 0 + 9) / 4
+  EXPECT_EQ(mm.at(0), 0.f);               // untouched by forward
+  NDArray dx(Shape{2, 1, 2}), dg(Shape{1}), db(Shape{1});
+  op.backward({from(Shape{2, 1, 2}, {1, 1, 1, 1}), NDArray::zeros(Shape{1}),
+               NDArray::zeros(Shape{1})},
+              {x, g, b, mm, mv}, out, {Req::kWrite, Req::kWrite, Req::kWrite}, {dx, dg, db});
+  EXPECT_NEAR(mm.at(0), 1.5, 1e-6);       // 0.5 * 0 + 0.5 * 3
+  EXPECT_NEAR(mv.at(0), 2.25, 1e-6);      // 0.5 * 1 + 0.5 * 3.5
+  EXPECT_NEAR(db.at(0), 4.0, 1e-6);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(dx.at(i), 0.0, 1e-6);  // constant dy
+}
+
+TEST(LegacyV1, KLSparseRegGradient) {
+  ImperativeOp op("IdentityAttachKLSparseReg",
+                  {{"momentum", "0.5"}, {"penalty", "0.1"}, {"sparseness_target", "0.2"}},
+                  {{2, 2}, {2}});
+  NDArray x = from(Shape{2, 2}, {0.2, 0.4, 0.6, 0.8}), avg = from(Shape{2}, {0.5, 0.5});
+  auto y = op.forward({x, avg});
+  EXPECT_EQ(values(y[0]), values(x));
+  NDArray dx(Shape{2, 2});
+  op.backward({NDArray::zeros(Shape{2, 2})}, {x, avg}, {}, {Req::kWrite, Req::kNull},
+              {dx, NDArray()});
+  // avg = 0.5 * 0.5 + 0.5 * (0.4, 0.6) = (0.45, 0.55)
+  EXPECT_NEAR(avg.at(0), 0.45, 1e-6);
+  EXPECT_NEAR(avg.at(1), 0.55, 1e-6);
+  const double p0 = 0.1 * (-0.2 / 0.45 + 0.8 / 0.55), p1 = 0.1 * (-0.2 / 0.55 + 0.8 / 0.45);
+  EXPECT_NEAR(dx.at(0), p0, 1e-5);
+  EXPECT_NEAR(dx.at(3), p1, 1e-5);
+}
+
 }  // namespace
 }  // namespace loom::test
