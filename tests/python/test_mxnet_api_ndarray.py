@@ -199,3 +199,22 @@ def test_comparison_operators_follow_mxnet_dtype_rules(mx):
     np.testing.assert_array_equal(got, (x >= y).astype(np.float32))
     got = (2 < mx.nd.array(x)).asnumpy()                      # reflected scalar
     np.testing.assert_array_equal(got, (2 < x).astype(np.float32))
+
+
+def test_contiguous_tuple_indexing_is_a_view(mx):
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    is_contig = mx.nd.NDArray._basic_indexing_slice_is_contiguous
+    keys = [(1, slice(None)), (slice(0, 1), slice(1, 3)), (1, 2, slice(1, 3)),
+            (slice(None), slice(1, 2)), (1, slice(None, None, 2)), (0, slice(None, None, -1))]
+    for key in keys:
+        full = key + (slice(None),) * (4 - len(key))
+        slcs = tuple(k if isinstance(k, slice) else slice(k, k + 1) for k in full)
+        assert is_contig(slcs, x.shape) == x[slcs].flags.c_contiguous, key
+        a = mx.nd.array(x)
+        v = a[key]
+        np.testing.assert_array_equal(v.asnumpy(), x[key])
+        v[:] = -1
+        expect = x.copy()
+        if is_contig(slcs, x.shape):
+            expect[key] = -1  # a view: the write reaches the array
+        np.testing.assert_array_equal(a.asnumpy(), expect)

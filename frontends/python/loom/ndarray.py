@@ -325,7 +325,36 @@ def _basic_view(self, key):
         if start == 0 and stop == shape[0]:
             return self._slice(0, shape[0]) if not self._is_none else self
         return self._slice(start, stop)
+    if isinstance(key, tuple) and 0 < len(key) <= len(shape) and \
+            any(isinstance(k, builtins.slice) for k in key) and \
+            all(isinstance(k, (int, np.integer, builtins.slice)) for k in key):
+        return _tuple_view(self, key, shape)
     return None
+
+
+def _tuple_view(self, key, shape):
+    """A view for basic indexing by a tuple of ints and slices when the selection is one
+    contiguous block (as MXNet's: writing to it writes the array), else None."""
+    key = tuple(key) + (builtins.slice(None),) * (len(shape) - len(key))
+    slcs, out_shape = [], []
+    for k, n in zip(key, shape):
+        if isinstance(k, builtins.slice):
+            slcs.append(k)
+            out_shape.append(len(range(*k.indices(n))))
+        else:
+            i = int(k) + (n if int(k) < 0 else 0)
+            if not 0 <= i < n:
+                raise IndexError("index %d is out of bounds for an axis of size %d" % (k, n))
+            slcs.append(builtins.slice(i, i + 1))
+    if 0 in out_shape or not _slice_is_contiguous(slcs, shape):
+        return None
+    offset, stride = 0, 1
+    for slc, n in zip(reversed(slcs), reversed(shape)):
+        offset += range(*slc.indices(n))[0] * stride
+        stride *= n
+    size = int(np.prod([len(range(*sl.indices(n))) for sl, n in zip(slcs, shape)]))
+    flat = self._reshape_view((int(np.prod(shape)),))._slice(offset, offset + size)
+    return flat._reshape_view(tuple(out_shape))
 
 
 def _getitem(self, key):
@@ -597,6 +626,32 @@ NDArray.flatten = _flatten
 NDArray.squeeze = _squeeze
 NDArray.__neg__ = _neg
 NDArray.__pos__ = lambda self: self
+def _slice_is_contiguous(slc_key, shape):
+    """Whether basic indexing with `slc_key` (one slice per axis of `shape`) selects a
+    contiguous block: scanning axes from the last, once an axis keeps only part of its
+    extent every axis before it must keep at most one element, and no axis may step by
+    other than 1 over several elements. Empty or one-element selections are contiguous."""
+    if len(slc_key) != len(shape):
+        raise ValueError("one slice per axis is needed: %d slices for shape %s"
+                         % (len(slc_key), tuple(shape)))
+    lengths = [len(range(*slc.indices(n))) for slc, n in zip(slc_key, shape)]
+    if int(np.prod(lengths)) <= 1:
+        return True
+    partial = False
+    for slc, n, count in zip(reversed(slc_key), reversed(shape), reversed(lengths)):
+        step = slc.indices(n)[2]
+        if count == 0:
+            return True
+        if count > 1 and step != 1:
+            return False
+        if partial and count > 1:
+            return False
+        if count < n:
+            partial = True
+    return True
+
+
+NDArray._basic_indexing_slice_is_contiguous = staticmethod(_slice_is_contiguous)
 NDArray.__getitem__ = _getitem
 NDArray.__setitem__ = _setitem
 NDArray.__repr__ = _repr
