@@ -617,6 +617,8 @@ def test_np_shape_creation_and_inference(mx):
         assert mx.sym.slice_axis(v, axis=1, begin=0, end=5).infer_shape_partial()[1] == \
             [(-1, 5)]
         assert z.infer_shape(x=(2, 3, 4), y=(4, 5))[1] == [(2, 3, 5)]
+        assert '"is_np_shape": ["int", 1]' in z.tojson()
+    assert "is_np_shape" not in z.tojson()
 
 
 def test_contrib_amp_imports_and_refuses_conversion(mx):
