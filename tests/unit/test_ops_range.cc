@@ -105,6 +105,16 @@ TEST(RangeOps, ArangeLikeAxis) {
   EXPECT_EQ(r.out_types()[0], DType::kFloat64);
   NDArray x(Shape{2, 4}, DType::kFloat64);
   EXPECT_EQ(values(r.forward({x})[0]), (std::vector<double>{0, 1, 2, 3}));
+  // MXNet 1.9.1 truncates start and step for float16 as for integers:
+  // arange_like(ones((4,), float16), start=1, step=0.5) is [1, 1, 1, 1].
+  ImperativeOp h("_contrib_arange_like", {{"start", "1"}, {"step", "0.5"}}, {{4}},
+                 {DType::kFloat16});
+  EXPECT_EQ(values(h.forward({NDArray(Shape{4}, DType::kFloat16)})[0]),
+            (std::vector<double>{1, 1, 1, 1}));
+  // float32 computes the product, rounds, then adds (no fused multiply-add), as MXNet:
+  // arange(1.3, 8, 1.3)[5] is 7.80000019f.
+  ImperativeOp f("_arange", {{"start", "1.3"}, {"stop", "8"}, {"step", "1.3"}}, {});
+  EXPECT_EQ(f.forward({})[0].data<float>()[5], 7.80000019f);
 }
 
 }  // namespace
