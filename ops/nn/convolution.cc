@@ -86,7 +86,16 @@ void conv_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shap
     for (int i = 0; i < nd; ++i) wfull.push_back(p.kernel[i]);
     merge_shape(in[1], wfull, input_label(a, 1));
   }
-  if (data[0] == 0 && out[0].ndim() == nd + 2) data[0] = out[0][0];
+  if (out[0].ndim() == nd + 2) {
+    // Back from a known output: the batch, and a spatial size where the stride is 1
+    // (in = out - 1 + dilated kernel - 2 pad), as MXNet's incomplete inference does.
+    if (data[0] == 0) data[0] = out[0][0];
+    for (int i = 0; i < nd; ++i)
+      if (data[i + 2] == 0 && out[0][i + 2] > 0 && p.stride[i] == 1) {
+        const int64_t v = out[0][i + 2] - 1 + (p.kernel[i] - 1) * p.dilate[i] + 1 - 2 * p.pad[i];
+        if (v > 0) data[i + 2] = v;
+      }
+  }
   Shape o{data[0], p.num_filter};
   for (int i = 0; i < nd; ++i)
     o.push_back(conv_out_dim(data[i + 2], p.kernel[i], p.stride[i], p.dilate[i], p.pad[i]));

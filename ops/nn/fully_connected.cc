@@ -37,6 +37,15 @@ int64_t span_prod(const Shape& s, int b, int e) {
 void fc_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
   const auto& p = a.param<FCParam>();
   Shape& data = in[0];
+  // As MXNet, nothing is decided while data's rank is unknown (a partial inference reports
+  // the weight as unknown, not as (num_hidden, 0)); Loom only goes back to a flattening
+  // layer's data from a known output and a fully known weight.
+  if (data.ndim() == 0) {
+    if (p.flatten && out[0].ndim() > 0 && out[0][0] > 0 && in[1].ndim() == 2 && in[1].known())
+      data = Shape{out[0][0], in[1][1]};
+    else
+      return;
+  }
   merge_shape(in[1], Shape{p.num_hidden, 0}, input_label(a, 1));
   if (!p.no_bias) merge_shape(in[2], Shape{p.num_hidden}, input_label(a, 2));
   int64_t k = in[1][1];

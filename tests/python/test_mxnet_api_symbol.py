@@ -280,3 +280,19 @@ def test_where_waits_for_a_known_condition_shape(mx):
     assert w.infer_shape_partial(cond=(0, 2), x=(0, 2), y=(0, 2))[1] == [()]
     assert w.infer_shape_partial(cond=(0,), x=(2, 2), y=(2, 2))[1] == [()]
     assert w.infer_shape_partial(cond=(2,), x=(2, 3))[1] == [(2, 3)]
+
+
+def test_fc_and_conv_partial_inference_as_mxnet(mx):
+    data, prev = mx.sym.var("data"), mx.sym.var("prev")
+    x2h = mx.sym.FullyConnected(data, num_hidden=8, name="x2h")
+    h2h = mx.sym.FullyConnected(prev, num_hidden=8, name="h2h")
+    out = mx.sym.relu(x2h + h2h)
+    with pytest.warns(UserWarning):
+        assert out.infer_shape(data=(3, 5)) == (None, None, None)
+    arg = dict(zip(out.list_arguments(), out.infer_shape_partial(data=(3, 5))[0]))
+    assert arg["x2h_weight"] == (8, 5) and arg["h2h_weight"] == ()
+    # Convolution goes back to its data from a known output where the stride is 1.
+    a = mx.sym.Variable("a", shape=(0, 10, 0, 0))
+    b = mx.sym.Convolution(a, num_filter=21, kernel=(3, 3), pad=(1, 1)) + \
+        mx.sym.Variable("c", shape=(5, 21, 32, 32))
+    assert dict(zip(b.list_arguments(), b.infer_shape()[0]))["a"] == (5, 10, 32, 32)
