@@ -722,6 +722,10 @@ UPDATES = [
 # LAMB, the way MXNet's LAMB optimizer drives its two ops each step t = 1, 2, ...:
 # g = lamb_update_phase1(w, grad, mean, var, t=t, ...); r1 = ||w||, r2 = ||g||;
 # w = lamb_update_phase2(w, g, r1, r2, lr=...).
+# Update ops of newer families (compared imperatively like the ones above).
+import cases_misc2 as _misc2  # noqa: E402
+UPDATES += _misc2.UPDATES_MISC2
+
 LAMB_CASES = [
     (dict(beta1=0.9, beta2=0.999, epsilon=1e-6, wd=0.01), dict(lr=0.01)),
     (dict(beta1=0.8, beta2=0.99, epsilon=1e-6, wd=0.0, bias_correction=False,

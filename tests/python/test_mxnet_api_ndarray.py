@@ -218,3 +218,18 @@ def test_contiguous_tuple_indexing_is_a_view(mx):
         if is_contig(slcs, x.shape):
             expect[key] = -1  # a view: the write reaches the array
         np.testing.assert_array_equal(a.asnumpy(), expect)
+
+
+def test_split_v2_and_histogram_front_ends(mx):
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    parts = mx.nd.split_v2(mx.nd.array(x), (1, 4))
+    for got, expect in zip(parts, np.split(x, (1, 4))):
+        np.testing.assert_array_equal(got.asnumpy(), expect)
+    assert [p.shape for p in mx.nd.array(x).split_v2(3)] == [(2, 2)] * 3
+    outs = mx.sym.split_v2(mx.sym.var("x"), 2, axis=1)
+    assert len(outs.list_outputs()) == 2
+    data = np.array([0.5, 1.5, 1.7, 2.9, 3.0], np.float32)
+    counts, edges = mx.nd.histogram(mx.nd.array(data), bins=3, range=(0, 3))
+    ref_counts, ref_edges = np.histogram(data, bins=3, range=(0, 3))
+    np.testing.assert_array_equal(counts.asnumpy(), ref_counts)
+    np.testing.assert_allclose(edges.asnumpy(), ref_edges, rtol=1e-6)

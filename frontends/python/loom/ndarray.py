@@ -949,3 +949,7 @@ linalg = _ops.prefix_namespace(__name__ + ".linalg", _module, "_linalg_",
                                "mx.nd.linalg: linear-algebra operators, imperative.", "linalg")
 image = _ops.prefix_namespace(__name__ + ".image", _module, "_image_",
                               "mx.nd.image: image operators, imperative.", "image")
+
+# MXNet's Python-level split_v2 and histogram (over the _split_v2 / _histogram ops).
+from ._split_v2 import split_v2_nd as split_v2, histogram_nd as histogram  # noqa: E402
+NDArray.split_v2 = lambda self, *a, **k: split_v2(self, *a, **k)

@@ -722,3 +722,7 @@ linalg = _ops.prefix_namespace(__name__ + ".linalg", _module, "_linalg_",
                                "mx.sym.linalg: linear-algebra operators.", "linalg")
 image = _ops.prefix_namespace(__name__ + ".image", _module, "_image_",
                               "mx.sym.image: image operators.", "image")
+
+# MXNet's Python-level split_v2 and histogram (over the _split_v2 / _histogram ops).
+from ._split_v2 import split_v2_sym as split_v2, histogram_sym as histogram  # noqa: E402
+Symbol.split_v2 = lambda self, *a, **k: split_v2(self, *a, **k)
