@@ -3,6 +3,7 @@
 // no gradient. Labels are truncated and clipped into [0, K) as MXNet's pick does.
 #include <cmath>
 
+#include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/tensor/index_util.h"
 #include "ops/tensor/tensor_util.h"
@@ -64,6 +65,8 @@ class SoftmaxCrossEntropyKernel final : public Kernel {
   int64_t cls(float v) const { return tensor::clip_index(v, k_); }
   int64_t n_, k_;
 };
+
+LOOM_CPU_DTYPES("softmax_cross_entropy", kDTypePolicyF32);
 
 LOOM_REGISTER_OP("softmax_cross_entropy")
     .describe("Sum over the batch of the cross-entropy of softmax(data) with integer labels.")

@@ -126,6 +126,9 @@ bool int_friendly(const OpSample& s) {
 }
 
 size_t g_backward_runs = 0;  // backward comparisons made (printed with the summary)
+// Ops refused by their kernel's own check rather than a declared policy (printed; each
+// should eventually declare LOOM_CPU_DTYPES so its error lists what it takes).
+std::set<std::string> g_kernel_refusals;
 
 bool near(double g, double e, double rtol, double atol) {
   if (std::isnan(e) && std::isnan(g)) return true;
@@ -225,6 +228,7 @@ std::string audit_one(const OpDef& op, const OpSample& s, size_t idx, const Vari
     for (DType t : types)
       if (t != DType::kFloat32 && m.find(dtype_name(t)) != std::string::npos) {
         ++*refused;
+        g_kernel_refusals.insert(op.name);
         return "";
       }
     return std::string("refuses at bind without naming the dtype (declare its dtypes with "
@@ -317,6 +321,10 @@ TEST(DTypeAudit, EveryOpRefusesOrComputesRight) {
                                 << "without the policy:" << names << details;
   std::printf("[dtype audit] %zu runs, %d refused at bind, %zu backward comparisons\n", runs,
               refused, g_backward_runs);
+  std::string own;
+  for (const auto& n : g_kernel_refusals) own += " " + n;
+  std::printf("[dtype audit] refused by the kernel's own check (no policy declared):%s\n",
+              own.c_str());
   if (filter.empty()) EXPECT_GT(runs, 100u);
 }
 
