@@ -53,7 +53,9 @@ const auto kDeconvSchema =
             if (p.kernel[i] < 1 || p.stride[i] < 1 || p.dilate[i] < 1 || p.pad[i] < 0 ||
                 p.adj[i] < 0 || p.target_shape[i] < 0)
               throw ParamError("kernel, stride and dilate must be >= 1; pad, adj >= 0");
-            if (p.adj[i] >= p.stride[i])
+            // With a target_shape, pad and adj are derived from it and the given ones
+            // ignored (as MXNet), so only a used adj must be smaller than the stride.
+            if (p.target_shape[i] == 0 && p.adj[i] >= p.stride[i])
               throw ParamError("adj " + p.adj.str() + " must be smaller than stride " +
                                p.stride.str());
           }

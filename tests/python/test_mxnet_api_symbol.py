@@ -296,3 +296,12 @@ def test_fc_and_conv_partial_inference_as_mxnet(mx):
     b = mx.sym.Convolution(a, num_filter=21, kernel=(3, 3), pad=(1, 1)) + \
         mx.sym.Variable("c", shape=(5, 21, 32, 32))
     assert dict(zip(b.list_arguments(), b.infer_shape()[0]))["a"] == (5, 10, 32, 32)
+
+
+def test_deconvolution_target_shape_ignores_pad_and_adj(mx):
+    d = mx.sym.Deconvolution(mx.sym.var("data"), kernel=(3, 3), stride=(2, 2), pad=(99, 99),
+                             adj=(101, 101), target_shape=(8, 8), num_filter=5)
+    assert d.infer_shape(data=(2, 3, 4, 4))[1] == [(2, 5, 8, 8)]
+    with pytest.raises(mx.base.MXNetError, match="adj"):
+        mx.sym.Deconvolution(mx.sym.var("data"), kernel=(3, 3), stride=(2, 2), adj=(2, 2),
+                             num_filter=5)
