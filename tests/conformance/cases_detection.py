@@ -58,3 +58,25 @@ case("legacy_IdentityAttachKLSparseReg",
          momentum=0.5, name="kl"),
      {"data": (4, 5)}, ["IdentityAttachKLSparseReg"],
      init={"kl_moving_avg": ("uniform", 0.2, 0.6)})
+
+
+# ------------------------------------------------------------------ MultiBoxDetection (SSD)
+def _mbdet(mx, **kw):
+    cls = mx.sym.softmax(mx.sym.var("cls"), axis=1, name="cls_prob")
+    xy = mx.sym.var("axy")
+    anchor = mx.sym.reshape(mx.sym.concat(xy, xy + mx.sym.var("awh"), dim=1), shape=(1, -1, 4))
+    return mx.contrib.sym.MultiBoxDetection(cls, mx.sym.var("loc"), anchor, name="det", **kw)
+
+
+_det_note = ("not differentiable; MXNet 1.9.1 writes the zero gradient regardless of req "
+             "(add overwrites)")
+for i, kw in enumerate([dict(), dict(threshold=0.2, nms_threshold=0.3),
+                        dict(force_suppress=True, nms_topk=5, clip=False,
+                             variances=(0.2, 0.2, 0.1, 0.1)),
+                        dict(nms_threshold=0)]):
+    case("detection_MultiBoxDetection%d" % i, lambda mx, kw=kw: _mbdet(mx, **kw),
+         {"cls": (2, 4, 12), "loc": (2, 48), "axy": (12, 2), "awh": (12, 2)},
+         ["_contrib_MultiBoxDetection"],
+         init={"axy": ("uniform", 0.0, 0.6), "awh": ("uniform", 0.1, 0.4),
+               "loc": ("normal", 0.5), "cls": ("normal", 2.0)},
+         add_ref="write2", note=_det_note)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "runtime/imperative.h"
@@ -152,6 +153,94 @@ TEST(BoxNMS, ShapeErrorsNameTheNode) {
     EXPECT_NE(std::string(e.what()).find("_contrib_box_nms"), std::string::npos) << e.what();
   }
   EXPECT_NE(find_op("_contrib_box_non_maximum_suppression"), nullptr);
+}
+
+// ---------------------------------------------------------------------------- MultiBoxDetection
+std::vector<NDArray> ref_mbdet(const RefCall& c) {
+  const Attrs& d = c.attrs.dict;
+  const float thr = static_cast<float>(parse_float(attr(d, "threshold", "0.01")));
+  const float nms = static_cast<float>(parse_float(attr(d, "nms_threshold", "0.5")));
+  const bool clip = parse_bool(attr(d, "clip", "True"));
+  const bool force = parse_bool(attr(d, "force_suppress", "False"));
+  const int64_t topk = parse_int(attr(d, "nms_topk", "-1"));
+  std::vector<float> var;
+  {
+    std::string t, sv = attr(d, "variances", "(0.1, 0.1, 0.2, 0.2)");
+    for (char ch : sv + ",") {
+      if (ch == ',') {
+        if (!t.empty()) var.push_back(static_cast<float>(std::stod(t)));
+        t.clear();
+      } else if (ch != '(' && ch != ')' && ch != ' ') {
+        t += ch;
+      }
+    }
+  }
+  const Shape& cs = c.in[0].shape();
+  const int64_t nb = cs[0], nk = cs[1], na = cs[2];
+  std::vector<float> y(static_cast<size_t>(nb * na * 6), -1.f);
+  for (int64_t b = 0; b < nb; ++b) {
+    std::vector<std::array<float, 6>> rows;
+    for (int64_t i = 0; i < na; ++i) {
+      float score = -1;
+      int64_t id = 0;
+      for (int64_t j = 1; j < nk; ++j) {
+        const float v = c.in[0].at((b * nk + j) * na + i);
+        if (v > score) score = v, id = j;
+      }
+      if (id == 0 || score < thr) continue;
+      const float* a = c.in[2].data<float>() + i * 4;
+      const float* l = c.in[1].data<float>() + (b * na + i) * 4;
+      const float aw = a[2] - a[0], ah = a[3] - a[1];
+      const float cx = l[0] * var[0] * aw + (a[0] + a[2]) / 2,
+                  cy = l[1] * var[1] * ah + (a[1] + a[3]) / 2;
+      const float hw = std::exp(l[2] * var[2]) * aw / 2, hh = std::exp(l[3] * var[3]) * ah / 2;
+      std::array<float, 6> r = {static_cast<float>(id - 1), score, cx - hw, cy - hh, cx + hw,
+                                cy + hh};
+      if (clip)
+        for (int k = 2; k < 6; ++k) r[k] = std::max(0.f, std::min(1.f, r[k]));
+      rows.push_back(r);
+    }
+    float* o = y.data() + b * na * 6;
+    for (size_t i = 0; i < rows.size(); ++i) std::copy(rows[i].begin(), rows[i].end(), o + i * 6);
+    if (rows.empty() || nms <= 0 || nms > 1) continue;
+    std::vector<std::array<float, 6>> sorted = rows;
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const auto& l, const auto& r) { return l[1] > r[1]; });
+    size_t keep = rows.size();
+    if (topk > 0 && static_cast<size_t>(topk) < keep) {
+      keep = static_cast<size_t>(topk);
+      for (size_t i = keep; i < rows.size(); ++i) o[i * 6] = -1;  // other values unsorted
+    }
+    for (size_t i = 0; i < keep; ++i) std::copy(sorted[i].begin(), sorted[i].end(), o + i * 6);
+    auto iou = [](const float* p, const float* q) {
+      const float w = std::max(0.f, std::min(p[2], q[2]) - std::max(p[0], q[0]));
+      const float h = std::max(0.f, std::min(p[3], q[3]) - std::max(p[1], q[1]));
+      const float u = (p[2] - p[0]) * (p[3] - p[1]) + (q[2] - q[0]) * (q[3] - q[1]) - w * h;
+      return u <= 0 ? 0.f : w * h / u;
+    };
+    for (size_t i = 0; i < keep; ++i) {
+      if (o[i * 6] < 0) continue;
+      for (size_t j = i + 1; j < keep; ++j)
+        if (o[j * 6] >= 0 && (force || o[i * 6] == o[j * 6]) &&
+            iou(o + i * 6 + 2, o + j * 6 + 2) >= nms)
+          o[j * 6] = -1;
+    }
+  }
+  return {from(c.out_shapes[0], y)};
+}
+LOOM_OP_REFERENCE("_contrib_MultiBoxDetection", ref_mbdet);
+
+// MXNet 1.9.1: two anchors of one class, the better one suppresses the other.
+//   cls_prob [[[0.1, 0.2], [0.9, 0.8]]], loc_pred zeros, anchors [[0.1, 0.1, 0.5, 0.5],
+//   [0.15, 0.1, 0.55, 0.5]] -> [[0, 0.9, 0.1, 0.1, 0.5, 0.5], [-1, 0.8, 0.15, 0.1, 0.55, 0.5]]
+TEST(MultiBoxDetection, SuppressesOverlappingBoxOfSameClass) {
+  ImperativeOp op("_contrib_MultiBoxDetection", {}, {{1, 2, 2}, {1, 8}, {1, 2, 4}});
+  auto y = op.forward({from(Shape{1, 2, 2}, {0.1f, 0.2f, 0.9f, 0.8f}), NDArray::zeros(Shape{1, 8}),
+                       from(Shape{1, 2, 4}, {0.1f, 0.1f, 0.5f, 0.5f, 0.15f, 0.1f, 0.55f, 0.5f})});
+  const std::vector<float> want = {0, 0.9f, 0.1f, 0.1f, 0.5f, 0.5f, -1, 0.8f, 0.15f, 0.1f, 0.55f, 0.5f};
+  const std::vector<float> got = values(y[0]);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
 }
 
 // ---------------------------------------------------------------------------- legacy v1
