@@ -47,6 +47,14 @@ const auto kPoolSchema =
           int nd = p.kernel.ndim();
           if (nd < 1 || nd > 3) throw ParamError("kernel must have 1 to 3 dimensions");
           p.stride = nn::expand_tuple(p.stride, nd, 1, "stride");
+          if (p.pooling_convention == "same") {
+            // 'same' pads by itself: MXNet takes any all-zero pad and refuses a real one.
+            for (int64_t v : p.pad)
+              if (v != 0)
+                throw ParamError("pooling_convention 'same' pads by itself; pad must be 0, got " +
+                                 p.pad.str());
+            p.pad = Shape(std::vector<int64_t>(static_cast<size_t>(nd), 0));
+          }
           p.pad = nn::expand_tuple(p.pad, nd, 0, "pad");
           for (int i = 0; i < nd; ++i)
             if (p.kernel[i] < 1 || p.stride[i] < 1 || p.pad[i] < 0)

@@ -305,3 +305,13 @@ def test_deconvolution_target_shape_ignores_pad_and_adj(mx):
     with pytest.raises(mx.base.MXNetError, match="adj"):
         mx.sym.Deconvolution(mx.sym.var("data"), kernel=(3, 3), stride=(2, 2), adj=(2, 2),
                              num_filter=5)
+
+
+def test_pooling_same_convention_pads_itself(mx):
+    x = np.random.RandomState(0).rand(1, 1, 10).astype(np.float32)
+    y = mx.nd.Pooling(mx.nd.array(x), kernel=2, stride=2, pad=(0, 0, 0), pool_type="max",
+                      pooling_convention="same")
+    np.testing.assert_array_equal(y.asnumpy(), x.reshape(1, 1, 5, 2).max(axis=3))
+    with pytest.raises(mx.base.MXNetError, match="pad must be 0"):
+        mx.nd.Pooling(mx.nd.array(x), kernel=2, stride=2, pad=2, pool_type="max",
+                      pooling_convention="same")
