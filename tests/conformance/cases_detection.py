@@ -80,3 +80,33 @@ for i, kw in enumerate([dict(), dict(threshold=0.2, nms_threshold=0.3),
          init={"axy": ("uniform", 0.0, 0.6), "awh": ("uniform", 0.1, 0.4),
                "loc": ("normal", 0.5), "cls": ("normal", 2.0)},
          add_ref="write2", note=_det_note)
+
+
+# ------------------------------------------------------------------ MultiBoxTarget (SSD)
+def _mbtarget(mx, pad, **kw):
+    axy = mx.sym.var("axy")
+    anchor = mx.sym.reshape(mx.sym.concat(axy, axy + mx.sym.var("awh"), dim=1),
+                            shape=(1, -1, 4))
+    gxy = mx.sym.var("gxy")
+    label = mx.sym.concat(mx.sym.var("gcls"), gxy, gxy + mx.sym.var("gwh"), dim=2)
+    if pad:  # a -1 padding row after the ground truths
+        label = mx.sym.concat(label, mx.sym.ones(shape=(2, 1, 5)) * -1, dim=1)
+    return mx.contrib.sym.MultiBoxTarget(anchor, label, mx.sym.var("cls_pred"), name="tgt",
+                                         **kw)
+
+
+for i, (pad, kw) in enumerate([(False, dict()),
+                               (True, dict(overlap_threshold=0.3, negative_mining_ratio=2,
+                                           negative_mining_thresh=0.5)),
+                               (True, dict(overlap_threshold=0, ignore_label=-2,
+                                           variances=(0.2, 0.2, 0.1, 0.1)))]):
+    case("detection_MultiBoxTarget%d" % i, lambda mx, pad=pad, kw=kw: _mbtarget(mx, pad, **kw),
+         {"axy": (16, 2), "awh": (16, 2), "gcls": (2, 3, 1), "gxy": (2, 3, 2),
+          "gwh": (2, 3, 2), "cls_pred": (2, 4, 16)},
+         ["_contrib_MultiBoxTarget"],
+         init={"axy": ("uniform", 0.0, 0.7), "awh": ("uniform", 0.1, 0.4),
+               "gcls": ("int", 0, 3), "gxy": ("uniform", 0.0, 0.7),
+               "gwh": ("uniform", 0.1, 0.4)},
+         no_grad=["axy", "awh", "gcls", "gxy", "gwh"], add_ref="write2",
+         note="not differentiable; MXNet 1.9.1 writes cls_pred's zero gradient regardless of "
+              "req (add overwrites) and never writes the anchor/label gradients")

@@ -243,6 +243,105 @@ TEST(MultiBoxDetection, SuppressesOverlappingBoxOfSameClass) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
 }
 
+// ---------------------------------------------------------------------------- MultiBoxTarget
+std::vector<NDArray> ref_mbtarget(const RefCall& c) {
+  const Attrs& d = c.attrs.dict;
+  const float thr = static_cast<float>(parse_float(attr(d, "overlap_threshold", "0.5")));
+  const float ign = static_cast<float>(parse_float(attr(d, "ignore_label", "-1")));
+  const float ratio = static_cast<float>(parse_float(attr(d, "negative_mining_ratio", "-1")));
+  const float nthr = static_cast<float>(parse_float(attr(d, "negative_mining_thresh", "0.5")));
+  const float var[4] = {0.1f, 0.1f, 0.2f, 0.2f};  // the samples use the default variances
+  const Shape& ls = c.in[1].shape();
+  const int64_t na = c.in[0].shape()[1], nb = ls[0], nl = ls[1], lw = ls[2];
+  const int64_t nk = c.in[2].shape()[1];
+  std::vector<float> loc(nb * na * 4, 0.f), mask(nb * na * 4, 0.f), cls(nb * na, ign);
+  auto A = [&](int64_t j, int k) { return static_cast<float>(c.in[0].at(j * 4 + k)); };
+  for (int64_t b = 0; b < nb; ++b) {
+    auto L = [&](int64_t r, int k) { return static_cast<float>(c.in[1].at((b * nl + r) * lw + k)); };
+    int64_t ngt = 0;
+    while (ngt < nl && L(ngt, 0) != -1.f) ++ngt;
+    if (ngt == 0) continue;
+    auto iou = [&](int64_t j, int64_t k) {
+      const float inter = std::max(0.f, std::min(A(j, 2), L(k, 3)) - std::max(A(j, 0), L(k, 1))) *
+                          std::max(0.f, std::min(A(j, 3), L(k, 4)) - std::max(A(j, 1), L(k, 2)));
+      const float u = (A(j, 2) - A(j, 0)) * (A(j, 3) - A(j, 1)) +
+                      (L(k, 3) - L(k, 1)) * (L(k, 4) - L(k, 2)) - inter;
+      return u == 0 ? 0.f : inter / u;
+    };
+    std::vector<int> flag(na, -1), gt_used(ngt, 0);
+    std::vector<float> best(na, -1.f);
+    std::vector<int64_t> bgt(na, -1);
+    int64_t npos = 0;
+    for (;;) {  // greedy global best pairs
+      int64_t ba = -1, bg = -1;
+      float m = 1e-6f;
+      for (int64_t j = 0; j < na; ++j)
+        for (int64_t k = 0; k < ngt; ++k)
+          if (flag[j] != 1 && !gt_used[k] && iou(j, k) > m) ba = j, bg = k, m = iou(j, k);
+      if (ba < 0) break;
+      flag[ba] = 1, gt_used[bg] = 1, best[ba] = m, bgt[ba] = bg, ++npos;
+    }
+    for (int64_t j = 0; j < na; ++j) {
+      if (flag[j] == 1) continue;
+      for (int64_t k = 0; k < ngt; ++k)
+        if (iou(j, k) > best[j]) best[j] = iou(j, k), bgt[j] = k;
+      if (thr > 0 && best[j] > thr) flag[j] = 1, ++npos;
+    }
+    if (ratio > 0) {
+      const int64_t nneg = std::min<int64_t>(static_cast<int64_t>(npos * ratio), na - npos);
+      std::vector<std::pair<float, int64_t>> cand;
+      for (int64_t j = 0; j < na; ++j) {
+        if (flag[j] != -1 || !(best[j] < nthr)) continue;
+        double mx = -1e30, sum = 0;
+        for (int64_t k = 0; k < nk; ++k) mx = std::max(mx, double(c.in[2].at((b * nk + k) * na + j)));
+        for (int64_t k = 0; k < nk; ++k) sum += std::exp(c.in[2].at((b * nk + k) * na + j) - mx);
+        cand.push_back({static_cast<float>(std::exp(c.in[2].at(b * nk * na + j) - mx) / sum), j});
+      }
+      std::stable_sort(cand.begin(), cand.end(),
+                       [](const auto& l, const auto& r) { return l.first < r.first; });
+      for (int64_t i = 0; i < nneg && i < static_cast<int64_t>(cand.size()); ++i)
+        flag[cand[i].second] = 0;
+    } else {
+      for (int64_t j = 0; j < na; ++j)
+        if (flag[j] != 1) flag[j] = 0;
+    }
+    for (int64_t j = 0; j < na; ++j) {
+      if (flag[j] == 0) cls[b * na + j] = 0;
+      if (flag[j] != 1) continue;
+      const int64_t g = bgt[j];
+      cls[b * na + j] = L(g, 0) + 1;
+      const float aw = A(j, 2) - A(j, 0), ah = A(j, 3) - A(j, 1);
+      const float gw = L(g, 3) - L(g, 1), gh = L(g, 4) - L(g, 2);
+      float* o = &loc[(b * na + j) * 4];
+      o[0] = ((L(g, 1) + L(g, 3)) * 0.5f - (A(j, 0) + A(j, 2)) * 0.5f) / aw / var[0];
+      o[1] = ((L(g, 2) + L(g, 4)) * 0.5f - (A(j, 1) + A(j, 3)) * 0.5f) / ah / var[1];
+      o[2] = std::log(gw / aw) / var[2];
+      o[3] = std::log(gh / ah) / var[3];
+      std::fill(&mask[(b * na + j) * 4], &mask[(b * na + j) * 4] + 4, 1.f);
+    }
+  }
+  return {from(c.out_shapes[0], loc), from(c.out_shapes[1], mask), from(c.out_shapes[2], cls)};
+}
+LOOM_OP_REFERENCE("_contrib_MultiBoxTarget", ref_mbtarget);
+
+// MXNet 1.9.1 test_contrib_operator.py test_multibox_target_op.
+TEST(MultiBoxTarget, MatchesMXNetExample) {
+  ImperativeOp op("_contrib_MultiBoxTarget",
+                  {{"overlap_threshold", "0.5"}, {"negative_mining_ratio", "3"},
+                   {"negative_mining_thresh", "0.4"}},
+                  {{1, 2, 4}, {1, 1, 5}, {1, 5, 2}});
+  std::vector<float> pred(10);
+  for (int i = 0; i < 10; ++i) pred[i] = static_cast<float>(i);
+  auto out = op.forward({from(Shape{1, 2, 4}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f}),
+                         from(Shape{1, 1, 5}, {1, 0.1f, 0.1f, 0.5f, 0.6f}),
+                         from(Shape{1, 5, 2}, pred)});
+  const std::vector<float> want = {5.0f, 2.5000005f, 3.4657357f, 4.581454f, 0, 0, 0, 0};
+  const std::vector<float> got = values(out[0]);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+  EXPECT_EQ(values(out[1]), (std::vector<float>{1, 1, 1, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(values(out[2]), (std::vector<float>{2, 0}));
+}
+
 // ---------------------------------------------------------------------------- legacy v1
 std::vector<NDArray> ref_bn_v1(const RefCall& c) {
   const Attrs& d = c.attrs.dict;
