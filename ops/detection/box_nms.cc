@@ -35,13 +35,11 @@ const auto kBoxNMSSchema =
                   "IoU above which the lower-scored box is suppressed.")
         .optional("valid_thresh", &BoxNMSParam::valid_thresh, 0.f,
                   "Only boxes scoring above this take part.")
-        .optional("topk", &BoxNMSParam::topk, -1,
-                  "NMS over the topk best boxes only, -1 for all.")
+        .optional("topk", &BoxNMSParam::topk, -1, "NMS over the topk best boxes only, -1 for all.")
         .optional("coord_start", &BoxNMSParam::coord_start, 2,
                   "Index of the first of the 4 consecutive coordinates.")
         .optional("score_index", &BoxNMSParam::score_index, 1, "Index of the score.")
-        .optional("id_index", &BoxNMSParam::id_index, -1,
-                  "Index of the class id, -1 for none.")
+        .optional("id_index", &BoxNMSParam::id_index, -1, "Index of the class id, -1 for none.")
         .optional("background_id", &BoxNMSParam::background_id, -1,
                   "Class id of the background, whose boxes are ignored.")
         .optional("force_suppress", &BoxNMSParam::force_suppress, false,
@@ -66,9 +64,8 @@ void infer_box_nms(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>&
   const int64_t w = s[s.ndim() - 1];
   const int64_t need = p.id_index >= 0 ? 6 : 5;
   if (w < need)
-    fail("the last dimension of data " + s.str() + " must have at least " +
-         std::to_string(need) + " elements (score, 4 coordinates" +
-         (p.id_index >= 0 ? ", class id)" : ")"));
+    fail("the last dimension of data " + s.str() + " must have at least " + std::to_string(need) +
+         " elements (score, 4 coordinates" + (p.id_index >= 0 ? ", class id)" : ")"));
   const int cs = p.coord_start, ce = p.coord_start + 3;
   if (p.score_index < 0 || p.score_index >= w)
     fail("score_index " + std::to_string(p.score_index) + " is out of range [0, " +
@@ -81,8 +78,8 @@ void infer_box_nms(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>&
          "] (coord_start) are out of range [0, " + std::to_string(w) + ")");
   if (p.id_index >= 0) {
     if (p.id_index >= w)
-      fail("id_index " + std::to_string(p.id_index) + " is out of range [0, " +
-           std::to_string(w) + ")");
+      fail("id_index " + std::to_string(p.id_index) + " is out of range [0, " + std::to_string(w) +
+           ")");
     if (p.id_index >= cs && p.id_index <= ce)
       fail("id_index " + std::to_string(p.id_index) + " overlaps the coordinates [" +
            std::to_string(cs) + ", " + std::to_string(ce) + "]");
@@ -132,28 +129,33 @@ class BoxNMSKernel final : public Kernel {
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    nn::dispatch_floats(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      run<T>(in[0].cdata<T>(), out[0].data<T>(), out[1].data<T>(), req[0], req[1]);
-    }, what_);
+    nn::dispatch_floats(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          run<T>(in[0].cdata<T>(), out[0].data<T>(), out[1].data<T>(), req[0], req[1]);
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray> od, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (req[0] == Req::kNull) return;
     if (req[0] != Req::kAdd) ig[0].zero();
-    nn::dispatch_floats(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T *g = og[0].cdata<T>(), *rec = od[1].cdata<T>();
-      T* dx = ig[0].data<T>();
-      const int64_t rows = batches_ * n_;
-      for (int64_t i = 0; i < rows; ++i) {
-        const int64_t src = static_cast<int64_t>(static_cast<float>(rec[i]));
-        if (src < 0 || src >= rows) continue;
-        for (int64_t k = 0; k < w_; ++k)
-          nn::st(dx, src * w_ + k, nn::ld(g, i * w_ + k), true);
-      }
-    }, what_);
+    nn::dispatch_floats(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T *g = og[0].cdata<T>(), *rec = od[1].cdata<T>();
+          T* dx = ig[0].data<T>();
+          const int64_t rows = batches_ * n_;
+          for (int64_t i = 0; i < rows; ++i) {
+            const int64_t src = static_cast<int64_t>(static_cast<float>(rec[i]));
+            if (src < 0 || src >= rows) continue;
+            for (int64_t k = 0; k < w_; ++k) nn::st(dx, src * w_ + k, nn::ld(g, i * w_ + k), true);
+          }
+        },
+        what_);
   }
 
  private:
@@ -219,8 +221,7 @@ class BoxNMSKernel final : public Kernel {
         const bool fill = i == m;  // the -1 rows after the survivors
         const int64_t rows_here = fill ? n_ - count : 1;
         for (int64_t rr2 = 0; rr2 < rows_here; ++rr2, ++count) {
-          for (int64_t k = 0; k < w_; ++k)
-            row[k] = fill ? C(-1) : nn::ld(xb, order[i] * w_ + k);
+          for (int64_t k = 0; k < w_; ++k) row[k] = fill ? C(-1) : nn::ld(xb, order[i] * w_ + k);
           if (convert && !(row[cs] < 0)) {
             C* c = &row[cs];
             if (p_.out_format == "center") {
@@ -260,16 +261,25 @@ LOOM_REGISTER_OP("_contrib_box_nms")
     .deps(GradDeps{.out_grad = true, .in_data = false, .out_data = true})
     .cpu<BoxNMSKernel>()
     .sample({.attrs = {}, .in_shapes = {{7, 6}}})
-    .sample({.attrs = {{"overlap_thresh", "0.1"}, {"topk", "4"}, {"id_index", "0"},
-                       {"coord_start", "2"}, {"score_index", "1"}, {"valid_thresh", "-0.5"}},
+    .sample({.attrs = {{"overlap_thresh", "0.1"},
+                       {"topk", "4"},
+                       {"id_index", "0"},
+                       {"coord_start", "2"},
+                       {"score_index", "1"},
+                       {"valid_thresh", "-0.5"}},
              .in_shapes = {{2, 6, 6}},
              .in_kinds = {"unit"}})
     // MXNet's gradient copies the output rows' gradients back unconverted, so with a format
     // conversion it is not the derivative of the converted coordinates: no central
     // differences there.
-    .sample({.attrs = {{"overlap_thresh", "0.2"}, {"force_suppress", "True"}, {"id_index", "5"},
-                       {"score_index", "0"}, {"coord_start", "1"}, {"in_format", "center"},
-                       {"out_format", "corner"}, {"valid_thresh", "-1"}},
+    .sample({.attrs = {{"overlap_thresh", "0.2"},
+                       {"force_suppress", "True"},
+                       {"id_index", "5"},
+                       {"score_index", "0"},
+                       {"coord_start", "1"},
+                       {"in_format", "center"},
+                       {"out_format", "corner"},
+                       {"valid_thresh", "-1"}},
              .in_shapes = {{5, 6}},
              .in_kinds = {"positive"},
              .check_grad = false})
@@ -277,7 +287,8 @@ LOOM_REGISTER_OP("_contrib_box_nms")
              .in_shapes = {{2, 2, 8, 6}},
              .in_kinds = {"positive"},
              .check_grad = false})
-    .sample({.attrs = {{"overlap_thresh", "0.3"}}, .in_shapes = {{2, 2, 8, 6}},
+    .sample({.attrs = {{"overlap_thresh", "0.3"}},
+             .in_shapes = {{2, 2, 8, 6}},
              .in_kinds = {"positive"}})
     .sample({.attrs = {{"topk", "0"}}, .in_shapes = {{3, 6}}});
 

@@ -36,8 +36,10 @@ std::vector<float> float_list(const std::string& s, const char* name) {
   };
   for (char c : s) {
     if (c == '(' || c == ')' || c == '[' || c == ']' || c == ' ') continue;
-    if (c == ',') flush();
-    else tok += c;
+    if (c == ',')
+      flush();
+    else
+      tok += c;
   }
   flush();
   return v;
@@ -111,15 +113,18 @@ class MBDetKernel final : public Kernel {
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    nn::dispatch_floats(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      using C = compute_t<T>;
-      std::vector<C> res(static_cast<size_t>(b_ * n_ * 6), C(-1));
-      run<T, C>(in[0].cdata<T>(), in[1].cdata<T>(), in[2].cdata<T>(), res.data());
-      T* y = out[0].data<T>();
-      const bool add = req[0] == Req::kAdd;
-      for (size_t i = 0; i < res.size(); ++i) nn::st(y, static_cast<int64_t>(i), res[i], add);
-    }, what_);
+    nn::dispatch_floats(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          using C = compute_t<T>;
+          std::vector<C> res(static_cast<size_t>(b_ * n_ * 6), C(-1));
+          run<T, C>(in[0].cdata<T>(), in[1].cdata<T>(), in[2].cdata<T>(), res.data());
+          T* y = out[0].data<T>();
+          const bool add = req[0] == Req::kAdd;
+          for (size_t i = 0; i < res.size(); ++i) nn::st(y, static_cast<int64_t>(i), res[i], add);
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray>, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
@@ -131,8 +136,7 @@ class MBDetKernel final : public Kernel {
  private:
   template <class T, class C>
   void run(const T* cls, const T* loc, const T* anc, C* out_all) const {
-    const C vx = p_.variances[0], vy = p_.variances[1], vw = p_.variances[2],
-            vh = p_.variances[3];
+    const C vx = p_.variances[0], vy = p_.variances[1], vw = p_.variances[2], vh = p_.variances[3];
     std::vector<C> rows(static_cast<size_t>(n_ * 6));
     for (int64_t b = 0; b < b_; ++b) {
       const T* pc = cls + b * k_ * n_;
@@ -149,8 +153,8 @@ class MBDetKernel final : public Kernel {
         C* r = &rows[i * 6];
         r[0] = static_cast<C>(id - 1);
         r[1] = score;
-        const C al = nn::ld(anc, i * 4), at = nn::ld(anc, i * 4 + 1),
-                ar = nn::ld(anc, i * 4 + 2), ab = nn::ld(anc, i * 4 + 3);
+        const C al = nn::ld(anc, i * 4), at = nn::ld(anc, i * 4 + 1), ar = nn::ld(anc, i * 4 + 2),
+                ab = nn::ld(anc, i * 4 + 3);
         const C aw = ar - al, ah = ab - at, ax = (al + ar) / 2, ay = (at + ab) / 2;
         const C ox = nn::ld(pl, i * 4) * vx * aw + ax, oy = nn::ld(pl, i * 4 + 1) * vy * ah + ay;
         const C ow = std::exp(nn::ld(pl, i * 4 + 2) * vw) * aw / 2,
@@ -210,7 +214,9 @@ LOOM_REGISTER_OP("_contrib_MultiBoxDetection")
              .in_shapes = {{2, 3, 8}, {2, 32}, {1, 8, 4}},
              .in_kinds = {"unit", "normal", "unit"},
              .check_grad = false})
-    .sample({.attrs = {{"force_suppress", "True"}, {"nms_topk", "3"}, {"clip", "False"},
+    .sample({.attrs = {{"force_suppress", "True"},
+                       {"nms_topk", "3"},
+                       {"clip", "False"},
                        {"variances", "(0.2, 0.2, 0.1, 0.1)"}},
              .in_shapes = {{1, 4, 6}, {1, 24}, {1, 6, 4}},
              .in_kinds = {"positive", "normal", "unit"},

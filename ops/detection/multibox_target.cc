@@ -40,8 +40,10 @@ std::vector<float> float_list(const std::string& s, const char* name) {
   };
   for (char c : s) {
     if (c == '(' || c == ')' || c == '[' || c == ']' || c == ' ') continue;
-    if (c == ',') flush();
-    else tok += c;
+    if (c == ',')
+      flush();
+    else
+      tok += c;
   }
   flush();
   return v;
@@ -65,8 +67,8 @@ const auto kMBTargetSchema =
                   "Anchors with a best IoU below this may be mined as negatives.")
         .optional("minimum_negative_samples", &MBTargetParam::minimum_negative_samples, 0,
                   "Minimum number of negatives (unused, as MXNet's CPU kernel).")
-        .optional("variances", &MBTargetParam::variances_str,
-                  std::string("(0.1, 0.1, 0.2, 0.2)"), "Variances the box targets are divided by.")
+        .optional("variances", &MBTargetParam::variances_str, std::string("(0.1, 0.1, 0.2, 0.2)"),
+                  "Variances the box targets are divided by.")
         .check([](MBTargetParam& p) {
           p.variances = float_list(p.variances_str, "variances");
           if (p.variances.size() != 4)
@@ -105,20 +107,23 @@ class MBTargetKernel final : public Kernel {
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    nn::dispatch_floats(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      std::vector<float> loc(static_cast<size_t>(nb_ * na_ * 4), 0.f),
-          mask(loc.size(), 0.f), cls(static_cast<size_t>(nb_ * na_), p_.ignore_label);
-      run<T>(in[0].cdata<T>(), in[1].cdata<T>(), in[2].cdata<T>(), loc, mask, cls);
-      const std::vector<float>* res[3] = {&loc, &mask, &cls};
-      for (int k = 0; k < 3; ++k) {
-        if (req[k] == Req::kNull) continue;
-        T* y = out[k].data<T>();
-        for (size_t i = 0; i < res[k]->size(); ++i)
-          nn::st(y, static_cast<int64_t>(i), static_cast<compute_t<T>>((*res[k])[i]),
-                 req[k] == Req::kAdd);
-      }
-    }, what_);
+    nn::dispatch_floats(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          std::vector<float> loc(static_cast<size_t>(nb_ * na_ * 4), 0.f), mask(loc.size(), 0.f),
+              cls(static_cast<size_t>(nb_ * na_), p_.ignore_label);
+          run<T>(in[0].cdata<T>(), in[1].cdata<T>(), in[2].cdata<T>(), loc, mask, cls);
+          const std::vector<float>* res[3] = {&loc, &mask, &cls};
+          for (int k = 0; k < 3; ++k) {
+            if (req[k] == Req::kNull) continue;
+            T* y = out[k].data<T>();
+            for (size_t i = 0; i < res[k]->size(); ++i)
+              nn::st(y, static_cast<int64_t>(i), static_cast<compute_t<T>>((*res[k])[i]),
+                     req[k] == Req::kAdd);
+          }
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray>, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
@@ -141,8 +146,8 @@ class MBTargetKernel final : public Kernel {
       std::vector<float> iou(static_cast<size_t>(na_ * ngt));
       for (int64_t j = 0; j < na_; ++j)
         for (int64_t k = 0; k < ngt; ++k) {
-          const C a0 = nn::ld(anc, j * 4), a1 = nn::ld(anc, j * 4 + 1),
-                  a2 = nn::ld(anc, j * 4 + 2), a3 = nn::ld(anc, j * 4 + 3);
+          const C a0 = nn::ld(anc, j * 4), a1 = nn::ld(anc, j * 4 + 1), a2 = nn::ld(anc, j * 4 + 2),
+                  a3 = nn::ld(anc, j * 4 + 3);
           const C g0 = nn::ld(pl, k * lw_ + 1), g1 = nn::ld(pl, k * lw_ + 2),
                   g2 = nn::ld(pl, k * lw_ + 3), g3 = nn::ld(pl, k * lw_ + 4);
           const C inter = std::max(C(0), std::min(a2, g2) - std::max(a0, g0)) *
@@ -269,7 +274,8 @@ LOOM_REGISTER_OP("_contrib_MultiBoxTarget")
              .in_shapes = {{1, 6, 4}, {2, 3, 5}, {2, 3, 6}},
              .in_kinds = {"unit", "above1", "normal"},
              .check_grad = false})
-    .sample({.attrs = {{"negative_mining_ratio", "1"}, {"negative_mining_thresh", "0.9"},
+    .sample({.attrs = {{"negative_mining_ratio", "1"},
+                       {"negative_mining_thresh", "0.9"},
                        {"ignore_label", "-2"}},
              .in_shapes = {{1, 8, 4}, {2, 2, 6}, {2, 4, 8}},
              .in_kinds = {"unit", "above1", "normal"},

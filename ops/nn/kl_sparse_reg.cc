@@ -19,8 +19,7 @@ const auto kKLSparseSchema =
     ParamSchema<KLSparseParam>()
         .optional("sparseness_target", &KLSparseParam::sparseness_target, 0.1f,
                   "The sparseness target (mean activation), in [0, 1].")
-        .optional("penalty", &KLSparseParam::penalty, 0.001f,
-                  "Weight of the sparseness penalty.")
+        .optional("penalty", &KLSparseParam::penalty, 0.001f, "Weight of the sparseness penalty.")
         .optional("momentum", &KLSparseParam::momentum, 0.9f,
                   "Momentum of the moving average, in [0, 1].")
         .check([](KLSparseParam& p) {
@@ -95,8 +94,9 @@ class KLSparseKernel final : public Kernel {
 LOOM_CPU_DTYPES("IdentityAttachKLSparseReg", kDTypePolicyF32);
 
 LOOM_REGISTER_OP("IdentityAttachKLSparseReg")
-    .describe("Identity whose gradient adds a KL sparseness penalty on the moving mean "
-              "activation (updated in backward).")
+    .describe(
+        "Identity whose gradient adds a KL sparseness penalty on the moving mean "
+        "activation (updated in backward).")
     .params(kKLSparseSchema)
     .inputs({"data", "moving_avg"})
     .aux({1})
@@ -111,7 +111,8 @@ LOOM_REGISTER_OP("IdentityAttachKLSparseReg")
              .in_shapes = {{4, 3}, {3}},
              .in_kinds = {"normal", "above1"},
              .check_grad = false})
-    .sample({.attrs = {{"penalty", "0"}}, .in_shapes = {{3, 5}, {5}},
+    .sample({.attrs = {{"penalty", "0"}},
+             .in_shapes = {{3, 5}, {5}},
              .in_kinds = {"normal", "above1"}});
 
 }  // namespace

@@ -119,8 +119,7 @@ class BNv1Kernel final : public Kernel {
       if (dx) {
         if (batch) {
           // dx = g * inv * (dy - sum(dy) / m - (x - mu) * sum(dy (x - mu)) * inv^2 / m)
-          const double a = g * inv, k1 = m > 0 ? sdy / m : 0,
-                       k2 = m > 0 ? sdyx * inv * inv / m : 0;
+          const double a = g * inv, k1 = m > 0 ? sdy / m : 0, k2 = m > 0 ? sdyx * inv * inv / m : 0;
           each(c, [&](int64_t k) { put(dx + k, req[0], a * (dy[k] - k1 - (x[k] - mu) * k2)); });
         } else {
           each(c, [&](int64_t k) { put(dx + k, req[0], g * inv * dy[k]); });
@@ -148,8 +147,9 @@ class BNv1Kernel final : public Kernel {
 LOOM_CPU_DTYPES("BatchNorm_v1", kDTypePolicyF32);
 
 LOOM_REGISTER_OP("BatchNorm_v1")
-    .describe("Legacy batch normalisation (MXNet's BatchNorm_v1): channels on axis 1, batch "
-              "variance output, moving statistics updated in backward.")
+    .describe(
+        "Legacy batch normalisation (MXNet's BatchNorm_v1): channels on axis 1, batch "
+        "variance output, moving statistics updated in backward.")
     .params(kBNv1Schema)
     .inputs({"data", "gamma", "beta", "moving_mean", "moving_var"})
     .aux({3, 4})

@@ -33,7 +33,8 @@ struct RangeParam {
 };
 const auto kRangeSchema =
     ParamSchema<RangeParam>()
-        .required("start", &RangeParam::start, "Start of the interval (its stop when stop is absent).")
+        .required("start", &RangeParam::start,
+                  "Start of the interval (its stop when stop is absent).")
         .optional("stop", &RangeParam::stop, std::optional<double>(),
                   "End of the interval (excluded).")
         .optional("step", &RangeParam::step, 1.0, "Spacing between values.")
@@ -68,8 +69,7 @@ const auto kLinspaceSchema =
         .check([](LinspaceParam& p) {
           if (dtype_from_string(p.dtype) == DType::kBool)
             throw ParamError("dtype bool is not supported");
-          if (p.num < 0)
-            throw ParamError("num must be non-negative, got " + std::to_string(p.num));
+          if (p.num < 0) throw ParamError("num must be non-negative, got " + std::to_string(p.num));
         });
 
 struct EyeParam {
@@ -133,8 +133,8 @@ void fill_range(T* out, int64_t n, double start, double step, int64_t repeat, Re
     // Integer types take start and step truncated (two's complement for unsigned ones).
     const int64_t s0 = static_cast<int64_t>(start), d = static_cast<int64_t>(step);
     tensor::write_t<T>(out, req, n, [=](int64_t i) {
-      return static_cast<T>(static_cast<uint64_t>(s0) + static_cast<uint64_t>(i / repeat) *
-                                                            static_cast<uint64_t>(d));
+      return static_cast<T>(static_cast<uint64_t>(s0) +
+                            static_cast<uint64_t>(i / repeat) * static_cast<uint64_t>(d));
     });
   } else {
     using C = compute_t<T>;
@@ -156,8 +156,7 @@ void fill_range(T* out, int64_t n, double start, double step, int64_t repeat, Re
 
 class RangeKernel final : public Kernel {
  public:
-  explicit RangeKernel(const KernelArgs& a)
-      : t_(a.out_types[0]), what_(tensor::node_label(a)) {
+  explicit RangeKernel(const KernelArgs& a) : t_(a.out_types[0]), what_(tensor::node_label(a)) {
     if (a.attrs.op->name == "_contrib_arange_like") {
       const auto& p = a.attrs.param<RangeLikeParam>();
       start_ = p.start, step_ = p.step, repeat_ = p.repeat;
@@ -169,10 +168,13 @@ class RangeKernel final : public Kernel {
   void forward(const OpContext&, std::span<const NDArray>, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    tensor::dispatch_numeric(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      fill_range<T>(out[0].data<T>(), out[0].size(), start_, step_, repeat_, req[0]);
-    }, what_);
+    tensor::dispatch_numeric(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          fill_range<T>(out[0].data<T>(), out[0].size(), start_, step_, repeat_, req[0]);
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray>, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
@@ -197,17 +199,20 @@ class LinspaceKernel final : public Kernel {
     if (req[0] == Req::kNull) return;
     const int steps = p_.endpoint ? p_.num - 1 : p_.num;
     const double step = steps > 0 ? (p_.stop - p_.start) / steps : 0.0, start = p_.start;
-    tensor::dispatch_numeric(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      tensor::write_t<T>(out[0].data<T>(), req[0], out[0].size(), [=](int64_t i) {
-        volatile double prod = step * static_cast<double>(i);  // no fused multiply-add
-        return convert_value<T>(start + prod);
-      });
-    }, what_);
+    tensor::dispatch_numeric(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          tensor::write_t<T>(out[0].data<T>(), req[0], out[0].size(), [=](int64_t i) {
+            volatile double prod = step * static_cast<double>(i);  // no fused multiply-add
+            return convert_value<T>(start + prod);
+          });
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray>, std::span<const NDArray>,
-                std::span<const NDArray>, std::span<const Req>,
-                std::span<const NDArray>) override {}
+                std::span<const NDArray>, std::span<const Req>, std::span<const NDArray>) override {
+  }
 
  private:
   LinspaceParam p_;
@@ -223,17 +228,19 @@ class EyeKernel final : public Kernel {
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
     const int64_t cols = p_.M > 0 ? p_.M : p_.N, k = p_.k;
-    tensor::dispatch_numeric(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T one = convert_value<T>(1), zero = convert_value<T>(0);
-      tensor::write_t<T>(out[0].data<T>(), req[0], out[0].size(), [=](int64_t i) {
-        return i % cols - i / cols == k ? one : zero;
-      });
-    }, what_);
+    tensor::dispatch_numeric(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const T one = convert_value<T>(1), zero = convert_value<T>(0);
+          tensor::write_t<T>(out[0].data<T>(), req[0], out[0].size(),
+                             [=](int64_t i) { return i % cols - i / cols == k ? one : zero; });
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray>, std::span<const NDArray>,
-                std::span<const NDArray>, std::span<const Req>,
-                std::span<const NDArray>) override {}
+                std::span<const NDArray>, std::span<const Req>, std::span<const NDArray>) override {
+  }
 
  private:
   EyeParam p_;
@@ -248,18 +255,24 @@ class FullKernel final : public Kernel {
   void forward(const OpContext&, std::span<const NDArray>, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    dispatch_dtype(t_, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T v;
-      if constexpr (std::is_same_v<T, bool>) v = v_ != 0;
-      else if constexpr (std::is_integral_v<T>) v = static_cast<T>(static_cast<int64_t>(v_));
-      else v = static_cast<T>(v_);
-      tensor::write_t<T>(out[0].data<T>(), req[0], out[0].size(), [=](int64_t) { return v; });
-    }, what_);
+    dispatch_dtype(
+        t_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          T v;
+          if constexpr (std::is_same_v<T, bool>)
+            v = v_ != 0;
+          else if constexpr (std::is_integral_v<T>)
+            v = static_cast<T>(static_cast<int64_t>(v_));
+          else
+            v = static_cast<T>(v_);
+          tensor::write_t<T>(out[0].data<T>(), req[0], out[0].size(), [=](int64_t) { return v; });
+        },
+        what_);
   }
   void backward(const OpContext&, std::span<const NDArray>, std::span<const NDArray>,
-                std::span<const NDArray>, std::span<const Req>,
-                std::span<const NDArray>) override {}
+                std::span<const NDArray>, std::span<const Req>, std::span<const NDArray>) override {
+  }
 
  private:
   double v_;
@@ -271,16 +284,13 @@ class FullKernel final : public Kernel {
 
 void infer_range(const OpAttrs& a, std::vector<Shape>&, std::vector<Shape>& out) {
   const auto& p = a.param<RangeParam>();
-  if (p.step == 0)
-    throw ShapeError("step must not be 0");
-  if (p.repeat <= 0)
-    throw ShapeError("repeat must be positive, got " + std::to_string(p.repeat));
+  if (p.step == 0) throw ShapeError("step must not be 0");
+  if (p.repeat <= 0) throw ShapeError("repeat must be positive, got " + std::to_string(p.repeat));
   if (!p.stop) return;  // infer_range: the consumer decides the length
   const double stop = *p.stop;
   if (p.step > 0 ? !(p.start < stop) : !(p.start > stop))
-    throw ShapeError("invalid range (start, stop, step) = (" +
-                     format_float(p.start) + ", " + format_float(stop) + ", " +
-                     format_float(p.step) + ")");
+    throw ShapeError("invalid range (start, stop, step) = (" + format_float(p.start) + ", " +
+                     format_float(stop) + ", " + format_float(p.step) + ")");
   const double n = std::ceil((stop - p.start) / p.step) * p.repeat;
   merge_shape(out[0], Shape{static_cast<int64_t>(n)}, "output 0");
 }
@@ -301,14 +311,15 @@ void infer_range_like(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shap
   const int nd = static_cast<int>(s.ndim());
   const int ax = *axis < 0 ? *axis + nd : *axis;
   if (ax < 0 || ax >= nd)
-    throw ShapeError("axis " + std::to_string(*axis) + " is out of range for " +
-                     s.str());
+    throw ShapeError("axis " + std::to_string(*axis) + " is out of range for " + s.str());
   merge_shape(out[0], Shape{s[ax]}, "output 0");
 }
 
 void infer_type_like(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
-  if (in[0] != DType::kUnknown) merge_type(out[0], in[0], "output 0");
-  else if (out[0] != DType::kUnknown) merge_type(in[0], out[0], "input 0");
+  if (in[0] != DType::kUnknown)
+    merge_type(out[0], in[0], "output 0");
+  else if (out[0] != DType::kUnknown)
+    merge_type(in[0], out[0], "input 0");
 }
 
 [[maybe_unused]] const bool kRegistered = [] {
@@ -359,7 +370,8 @@ void infer_type_like(const OpAttrs& a, std::vector<DType>& in, std::vector<DType
       .cpu<EyeKernel>()
       .sample({.attrs = {{"N", "4"}}, .in_shapes = {}, .check_grad = false})
       .sample({.attrs = {{"N", "3"}, {"M", "5"}, {"k", "2"}}, .in_shapes = {}, .check_grad = false})
-      .sample({.attrs = {{"N", "5"}, {"M", "3"}, {"k", "-1"}}, .in_shapes = {}, .check_grad = false});
+      .sample(
+          {.attrs = {{"N", "5"}, {"M", "3"}, {"k", "-1"}}, .in_shapes = {}, .check_grad = false});
   register_op("_full")
       .describe("An array of the given shape and dtype filled with `value`.")
       .params(kFullSchema)
@@ -371,7 +383,8 @@ void infer_type_like(const OpAttrs& a, std::vector<DType>& in, std::vector<DType
       .deps(GradDeps{false, false, false})
       .zero_grad()
       .cpu<FullKernel>()
-      .sample({.attrs = {{"shape", "(2, 3)"}, {"value", "2.5"}}, .in_shapes = {}, .check_grad = false});
+      .sample(
+          {.attrs = {{"shape", "(2, 3)"}, {"value", "2.5"}}, .in_shapes = {}, .check_grad = false});
   register_op("_contrib_arange_like")
       .describe("A range (start + (i / repeat) * step) shaped like data, or like one of its axes.")
       .params(kRangeLikeSchema)

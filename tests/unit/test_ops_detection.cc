@@ -123,15 +123,18 @@ LOOM_OP_REFERENCE("_contrib_box_nms", ref_box_nms);
 //   -> [[2, 0.6, 0.5, 0.5, 0.7, 0.8], [0, 0.5, 0.1, 0.1, 0.2, 0.2],
 //       [1, 0.4, 0.1, 0.1, 0.2, 0.2], -1 row]
 TEST(BoxNMS, MatchesMXNetExample) {
-  const std::vector<float> boxes = {0, 0.5, 0.1, 0.1, 0.2, 0.2, 1, 0.4, 0.1, 0.1, 0.2, 0.2,
+  const std::vector<float> boxes = {0, 0.5, 0.1, 0.1, 0.2,  0.2,  1, 0.4, 0.1, 0.1, 0.2, 0.2,
                                     0, 0.3, 0.1, 0.1, 0.14, 0.14, 2, 0.6, 0.5, 0.5, 0.7, 0.8};
   ImperativeOp op("_contrib_box_nms",
-                  {{"overlap_thresh", "0.1"}, {"coord_start", "2"}, {"score_index", "1"},
-                   {"id_index", "0"}, {"force_suppress", "False"}},
+                  {{"overlap_thresh", "0.1"},
+                   {"coord_start", "2"},
+                   {"score_index", "1"},
+                   {"id_index", "0"},
+                   {"force_suppress", "False"}},
                   {{4, 6}});
   auto out = op.forward({from(Shape{4, 6}, boxes)});
-  const std::vector<float> want = {2, 0.6, 0.5, 0.5, 0.7, 0.8, 0, 0.5, 0.1, 0.1, 0.2, 0.2,
-                                   1, 0.4, 0.1, 0.1, 0.2, 0.2, -1, -1, -1, -1, -1, -1};
+  const std::vector<float> want = {2, 0.6, 0.5, 0.5, 0.7, 0.8, 0,  0.5, 0.1, 0.1, 0.2, 0.2,
+                                   1, 0.4, 0.1, 0.1, 0.2, 0.2, -1, -1,  -1,  -1,  -1,  -1};
   const std::vector<float> got = values(out[0]);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
@@ -140,8 +143,7 @@ TEST(BoxNMS, MatchesMXNetExample) {
   ImperativeOp f("_contrib_box_nms",
                  {{"overlap_thresh", "0.1"}, {"id_index", "0"}, {"force_suppress", "True"}},
                  {{4, 6}});
-  EXPECT_EQ(values(f.forward({from(Shape{4, 6}, boxes)})[1]),
-            (std::vector<float>{3, 0, -1, -1}));
+  EXPECT_EQ(values(f.forward({from(Shape{4, 6}, boxes)})[1]), (std::vector<float>{3, 0, -1, -1}));
 }
 
 TEST(BoxNMS, ShapeErrorsNameTheNode) {
@@ -194,8 +196,8 @@ std::vector<NDArray> ref_mbdet(const RefCall& c) {
       const float cx = l[0] * var[0] * aw + (a[0] + a[2]) / 2,
                   cy = l[1] * var[1] * ah + (a[1] + a[3]) / 2;
       const float hw = std::exp(l[2] * var[2]) * aw / 2, hh = std::exp(l[3] * var[3]) * ah / 2;
-      std::array<float, 6> r = {static_cast<float>(id - 1), score, cx - hw, cy - hh, cx + hw,
-                                cy + hh};
+      std::array<float, 6> r = {
+          static_cast<float>(id - 1), score, cx - hw, cy - hh, cx + hw, cy + hh};
       if (clip)
         for (int k = 2; k < 6; ++k) r[k] = std::max(0.f, std::min(1.f, r[k]));
       rows.push_back(r);
@@ -237,7 +239,8 @@ TEST(MultiBoxDetection, SuppressesOverlappingBoxOfSameClass) {
   ImperativeOp op("_contrib_MultiBoxDetection", {}, {{1, 2, 2}, {1, 8}, {1, 2, 4}});
   auto y = op.forward({from(Shape{1, 2, 2}, {0.1f, 0.2f, 0.9f, 0.8f}), NDArray::zeros(Shape{1, 8}),
                        from(Shape{1, 2, 4}, {0.1f, 0.1f, 0.5f, 0.5f, 0.15f, 0.1f, 0.55f, 0.5f})});
-  const std::vector<float> want = {0, 0.9f, 0.1f, 0.1f, 0.5f, 0.5f, -1, 0.8f, 0.15f, 0.1f, 0.55f, 0.5f};
+  const std::vector<float> want = {0,  0.9f, 0.1f,  0.1f, 0.5f,  0.5f,
+                                   -1, 0.8f, 0.15f, 0.1f, 0.55f, 0.5f};
   const std::vector<float> got = values(y[0]);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << i;
@@ -257,7 +260,9 @@ std::vector<NDArray> ref_mbtarget(const RefCall& c) {
   std::vector<float> loc(nb * na * 4, 0.f), mask(nb * na * 4, 0.f), cls(nb * na, ign);
   auto A = [&](int64_t j, int k) { return static_cast<float>(c.in[0].at(j * 4 + k)); };
   for (int64_t b = 0; b < nb; ++b) {
-    auto L = [&](int64_t r, int k) { return static_cast<float>(c.in[1].at((b * nl + r) * lw + k)); };
+    auto L = [&](int64_t r, int k) {
+      return static_cast<float>(c.in[1].at((b * nl + r) * lw + k));
+    };
     int64_t ngt = 0;
     while (ngt < nl && L(ngt, 0) != -1.f) ++ngt;
     if (ngt == 0) continue;
@@ -293,7 +298,8 @@ std::vector<NDArray> ref_mbtarget(const RefCall& c) {
       for (int64_t j = 0; j < na; ++j) {
         if (flag[j] != -1 || !(best[j] < nthr)) continue;
         double mx = -1e30, sum = 0;
-        for (int64_t k = 0; k < nk; ++k) mx = std::max(mx, double(c.in[2].at((b * nk + k) * na + j)));
+        for (int64_t k = 0; k < nk; ++k)
+          mx = std::max(mx, double(c.in[2].at((b * nk + k) * na + j)));
         for (int64_t k = 0; k < nk; ++k) sum += std::exp(c.in[2].at((b * nk + k) * na + j) - mx);
         cand.push_back({static_cast<float>(std::exp(c.in[2].at(b * nk * na + j) - mx) / sum), j});
       }
@@ -327,14 +333,15 @@ LOOM_OP_REFERENCE("_contrib_MultiBoxTarget", ref_mbtarget);
 // MXNet 1.9.1 test_contrib_operator.py test_multibox_target_op.
 TEST(MultiBoxTarget, MatchesMXNetExample) {
   ImperativeOp op("_contrib_MultiBoxTarget",
-                  {{"overlap_threshold", "0.5"}, {"negative_mining_ratio", "3"},
+                  {{"overlap_threshold", "0.5"},
+                   {"negative_mining_ratio", "3"},
                    {"negative_mining_thresh", "0.4"}},
                   {{1, 2, 4}, {1, 1, 5}, {1, 5, 2}});
   std::vector<float> pred(10);
   for (int i = 0; i < 10; ++i) pred[i] = static_cast<float>(i);
-  auto out = op.forward({from(Shape{1, 2, 4}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f}),
-                         from(Shape{1, 1, 5}, {1, 0.1f, 0.1f, 0.5f, 0.6f}),
-                         from(Shape{1, 5, 2}, pred)});
+  auto out =
+      op.forward({from(Shape{1, 2, 4}, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f}),
+                  from(Shape{1, 1, 5}, {1, 0.1f, 0.1f, 0.5f, 0.6f}), from(Shape{1, 5, 2}, pred)});
   const std::vector<float> want = {5.0f, 2.5000005f, 3.4657357f, 4.581454f, 0, 0, 0, 0};
   const std::vector<float> got = values(out[0]);
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
@@ -384,9 +391,8 @@ LOOM_OP_REFERENCE("Convolution_v1", [](const RefCall& c) {
   if (!conv) throw Error("no sweep reference for Convolution");
   return (*conv)(c);
 });
-LOOM_OP_REFERENCE("IdentityAttachKLSparseReg", [](const RefCall& c) {
-  return std::vector<NDArray>{c.in[0].copy()};
-});
+LOOM_OP_REFERENCE("IdentityAttachKLSparseReg",
+                  [](const RefCall& c) { return std::vector<NDArray>{c.in[0].copy()}; });
 
 // BatchNorm_v1 in training: the moving statistics change in backward, not in forward, and
 // the var output is the biased batch variance.
@@ -396,15 +402,15 @@ TEST(LegacyV1, BatchNormV1UpdatesMovingStatsInBackward) {
   NDArray x = from(Shape{2, 1, 2}, {1, 2, 3, 6}), g = from(Shape{1}, {2}),
           b = from(Shape{1}, {0.5}), mm = from(Shape{1}, {0}), mv = from(Shape{1}, {1});
   auto out = op.forward({x, g, b, mm, mv}, /*is_train=*/true);
-  EXPECT_NEAR(out[1].at(0), 3.0, 1e-6);   // mean
-  EXPECT_NEAR(out[2].at(0), 3.5, 1e-6);   // (4 + 1 + 0 + 9) / 4
-  EXPECT_EQ(mm.at(0), 0.f);               // untouched by forward
+  EXPECT_NEAR(out[1].at(0), 3.0, 1e-6);  // mean
+  EXPECT_NEAR(out[2].at(0), 3.5, 1e-6);  // (4 + 1 + 0 + 9) / 4
+  EXPECT_EQ(mm.at(0), 0.f);              // untouched by forward
   NDArray dx(Shape{2, 1, 2}), dg(Shape{1}), db(Shape{1});
-  op.backward({from(Shape{2, 1, 2}, {1, 1, 1, 1}), NDArray::zeros(Shape{1}),
-               NDArray::zeros(Shape{1})},
-              {x, g, b, mm, mv}, out, {Req::kWrite, Req::kWrite, Req::kWrite}, {dx, dg, db});
-  EXPECT_NEAR(mm.at(0), 1.5, 1e-6);       // 0.5 * 0 + 0.5 * 3
-  EXPECT_NEAR(mv.at(0), 2.25, 1e-6);      // 0.5 * 1 + 0.5 * 3.5
+  op.backward(
+      {from(Shape{2, 1, 2}, {1, 1, 1, 1}), NDArray::zeros(Shape{1}), NDArray::zeros(Shape{1})},
+      {x, g, b, mm, mv}, out, {Req::kWrite, Req::kWrite, Req::kWrite}, {dx, dg, db});
+  EXPECT_NEAR(mm.at(0), 1.5, 1e-6);   // 0.5 * 0 + 0.5 * 3
+  EXPECT_NEAR(mv.at(0), 2.25, 1e-6);  // 0.5 * 1 + 0.5 * 3.5
   EXPECT_NEAR(db.at(0), 4.0, 1e-6);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(dx.at(i), 0.0, 1e-6);  // constant dy
 }

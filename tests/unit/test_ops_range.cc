@@ -30,9 +30,8 @@ LOOM_OP_REFERENCE("_arange", [](const RefCall& c) {
   const int64_t repeat = parse_int(attr(d, "repeat", "1"));
   if (!d.count("stop") || d.at("stop") == "None") start = 0;
   const float s0 = static_cast<float>(start), st = static_cast<float>(step);
-  return std::vector<NDArray>{make(c.out_shapes[0], [&](int64_t i) {
-    return s0 + static_cast<float>(i / repeat) * st;
-  })};
+  return std::vector<NDArray>{
+      make(c.out_shapes[0], [&](int64_t i) { return s0 + static_cast<float>(i / repeat) * st; })};
 });
 LOOM_OP_REFERENCE("_linspace", [](const RefCall& c) {
   const Attrs& d = c.attrs.dict;
@@ -81,8 +80,7 @@ TEST(RangeOps, ArangeShapesAndDtypes) {
   EXPECT_EQ(v[25], 0);
   EXPECT_EQ(v[26], 254);
   EXPECT_EQ(v[49], 208);
-  EXPECT_THROW(ImperativeOp("_arange", {{"start", "1"}, {"stop", "5"}, {"step", "-1"}}, {}),
-               Error);
+  EXPECT_THROW(ImperativeOp("_arange", {{"start", "1"}, {"stop", "5"}, {"step", "-1"}}, {}), Error);
   EXPECT_THROW(ImperativeOp("_arange", {{"start", "1"}, {"step", "0"}}, {}), Error);
 }
 
