@@ -27,9 +27,12 @@ struct SoftmaxView {
 };
 
 /// y = softmax(x / t) (or its log when `log`) along the middle axis of `v`; T is float,
-/// double or half_t (computed in float, sums in double).
+/// double or half_t (computed in float, sums in double). With `len` (one entry per
+/// (outer, inner) position, softmax's use_length), only the first len entries of each row
+/// take part and the rest of the row is 0.
 template <class T>
-void softmax_forward(const T* x, T* y, const SoftmaxView& v, float t, bool log, bool add) {
+void softmax_forward(const T* x, T* y, const SoftmaxView& v, float t, bool log, bool add,
+                     const int64_t* len = nullptr) {
   using C = compute_t<T>;
   const C inv_t = C(1) / static_cast<C>(t);
 #pragma omp parallel for collapse(2) if (v.outer * v.inner > 256)
@@ -37,13 +40,16 @@ void softmax_forward(const T* x, T* y, const SoftmaxView& v, float t, bool log, 
     for (int64_t j = 0; j < v.inner; ++j) {
       const T* xp = x + o * v.n * v.inner + j;
       T* yp = y + o * v.n * v.inner + j;
+      const int64_t n = len ? std::clamp<int64_t>(len[o * v.inner + j], 0, v.n) : v.n;
+      for (int64_t i = n; i < v.n; ++i) st(yp, i * v.inner, C(0), add);
+      if (n == 0) continue;
       C mx = ld(xp, 0);
-      for (int64_t i = 1; i < v.n; ++i) mx = std::max(mx, ld(xp, i * v.inner));
+      for (int64_t i = 1; i < n; ++i) mx = std::max(mx, ld(xp, i * v.inner));
       double sum = 0;
-      for (int64_t i = 0; i < v.n; ++i) sum += std::exp((ld(xp, i * v.inner) - mx) * inv_t);
+      for (int64_t i = 0; i < n; ++i) sum += std::exp((ld(xp, i * v.inner) - mx) * inv_t);
       const C lse = static_cast<C>(std::log(sum));
       const C inv_sum = static_cast<C>(1.0 / sum);
-      for (int64_t i = 0; i < v.n; ++i) {
+      for (int64_t i = 0; i < n; ++i) {
         C z = (ld(xp, i * v.inner) - mx) * inv_t;
         st(yp, i * v.inner, log ? z - lse : std::exp(z) * inv_sum, add);
       }
@@ -51,23 +57,26 @@ void softmax_forward(const T* x, T* y, const SoftmaxView& v, float t, bool log, 
 }
 
 /// dx from the head gradient g and the forward output y:
-/// softmax: y ⊙ (g − Σ g⊙y) / t; log_softmax: (g − e^y Σ g) / t.
+/// softmax: y ⊙ (g − Σ g⊙y) / t; log_softmax: (g − e^y Σ g) / t. With `len`, entries past
+/// a row's length get gradient 0.
 template <class T>
 void softmax_backward(const T* g, const T* y, T* dx, const SoftmaxView& v, float t, bool log,
-                      bool add) {
+                      bool add, const int64_t* len = nullptr) {
   using C = compute_t<T>;
   const C inv_t = C(1) / static_cast<C>(t);
 #pragma omp parallel for collapse(2) if (v.outer * v.inner > 256)
   for (int64_t o = 0; o < v.outer; ++o)
     for (int64_t j = 0; j < v.inner; ++j) {
       int64_t base = o * v.n * v.inner + j;
+      const int64_t n = len ? std::clamp<int64_t>(len[o * v.inner + j], 0, v.n) : v.n;
+      for (int64_t i = n; i < v.n; ++i) st(dx, base + i * v.inner, C(0), add);
       double dot = 0;
-      for (int64_t i = 0; i < v.n; ++i) {
+      for (int64_t i = 0; i < n; ++i) {
         int64_t k = base + i * v.inner;
         dot += log ? ld(g, k) : ld(g, k) * ld(y, k);
       }
       const C d = static_cast<C>(dot);
-      for (int64_t i = 0; i < v.n; ++i) {
+      for (int64_t i = 0; i < n; ++i) {
         int64_t k = base + i * v.inner;
         C r = log ? ld(g, k) - std::exp(ld(y, k)) * d : ld(y, k) * (ld(g, k) - d);
         st(dx, k, r * inv_t, add);

@@ -315,3 +315,29 @@ def test_pooling_same_convention_pads_itself(mx):
     with pytest.raises(mx.base.MXNetError, match="pad must be 0"):
         mx.nd.Pooling(mx.nd.array(x), kernel=2, stride=2, pad=2, pool_type="max",
                       pooling_convention="same")
+
+
+def test_softmax_use_length_and_gradient_of_another_dtype(mx):
+    rng = np.random.RandomState(1)
+    x = rng.randn(2, 4, 3)
+    length = np.array([[1, 2, 4], [4, 3, 0]], np.int32)
+    s = mx.sym.softmax(mx.sym.var("data"), mx.sym.var("length"), axis=1, use_length=True)
+    for dtype in (np.float16, np.float32, np.float64):
+        args = {"data": mx.nd.array(x, dtype=dtype), "length": mx.nd.array(length, dtype="int32")}
+        grads = {"data": mx.nd.zeros((2, 4, 3), dtype="float64")}  # another dtype than data
+        exe = s.bind(mx.cpu(), args, args_grad=grads, grad_req={"data": "write"})
+        y = exe.forward(is_train=True)[0].asnumpy().astype(np.float64)
+        expect = np.zeros_like(x)
+        for i in range(2):
+            for j in range(3):
+                n = length[i, j]
+                if n == 0:
+                    continue
+                e = np.exp(x[i, :n, j] - x[i, :n, j].max())
+                expect[i, :n, j] = e / e.sum()
+        tol = 1e-2 if dtype == np.float16 else 1e-5
+        np.testing.assert_allclose(y, expect, atol=tol)
+        head = rng.randn(2, 4, 3)
+        exe.backward(mx.nd.array(head, dtype=dtype))
+        dot = (head * expect).sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(grads["data"].asnumpy(), expect * (head - dot), atol=2 * tol)

@@ -208,7 +208,25 @@ std::vector<NDArray> ref_softmax(const RefCall& c, bool log) {
   const Shape& s = c.in[0].shape();
   int axis = static_cast<int>(attr_int(c.attrs.dict, "axis", -1));
   if (axis < 0) axis += s.ndim();
-  return {softmax_along(c.in[0], s, axis, attr_float(c.attrs.dict, "temperature", 1.0), log)};
+  const double t = attr_float(c.attrs.dict, "temperature", 1.0);
+  if (!attr_bool(c.attrs.dict, "use_length", false)) return {softmax_along(c.in[0], s, axis, t, log)};
+  // Masked: row (o, j) uses its first length[o, j] entries (clipped to n), the rest is 0.
+  int64_t outer = 1, n = s[axis], inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= s[i];
+  for (int i = axis + 1; i < s.ndim(); ++i) inner *= s[i];
+  NDArray y(s);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      auto at = [&](int64_t i) { return (o * n + i) * inner + j; };
+      const int64_t len = std::clamp<int64_t>(static_cast<int64_t>(c.in[1].at(o * inner + j)), 0, n);
+      double z = 0;
+      for (int64_t i = 0; i < len; ++i) z += std::exp(c.in[0].at(at(i)) / t);
+      for (int64_t i = 0; i < n; ++i) {
+        double v = c.in[0].at(at(i)) / t;
+        F(y)[at(i)] = i >= len ? 0.f : static_cast<float>(log ? v - std::log(z) : std::exp(v) / z);
+      }
+    }
+  return {y};
 }
 
 std::vector<NDArray> ref_softmax_act(const RefCall& c) {

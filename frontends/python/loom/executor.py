@@ -61,6 +61,8 @@ class Executor:
             if isinstance(g, NDArray) and i < len(outs) and g.dtype != outs[i].dtype:
                 grads[i] = g.astype(outs[i].dtype)
         self.handle.backward(grads)
+        for user, own in getattr(self, "_grad_mirrors", ()):
+            user[:] = own.astype(user.dtype)
 
     def copy_params_from(self, arg_params, aux_params=None, allow_extra_params=False):
         self.handle.copy_params_from(arg_params or {}, aux_params or {}, bool(allow_extra_params))

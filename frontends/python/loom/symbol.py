@@ -495,8 +495,21 @@ def _bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None, gr
     g = _as_dict(args_grad, arg_names, "bind args_grad")
     x = _as_dict(aux_states, self.list_auxiliary_states(), "bind aux_states")
     default, reqs = _grad_reqs(self, grad_req)
+    # A gradient array of another dtype than its argument (MXNet accepts float64 gradients
+    # for float16 data): the executor writes one of the argument's dtype, and backward
+    # copies it into the given array with a cast.
+    from .ndarray import NDArray
+    mirrors = []
+    for name, garr in list(g.items()):
+        arr = a.get(name)
+        if isinstance(garr, NDArray) and isinstance(arr, NDArray) and garr.dtype != arr.dtype:
+            sub = garr.astype(arr.dtype)
+            mirrors.append((garr, sub))
+            g[name] = sub
     h = _loom._Executor.bind(self, ctx, a, g, default, reqs, x)
-    return Executor(h, self, ctx)
+    exe = Executor(h, self, ctx)
+    exe._grad_mirrors = mirrors
+    return exe
 
 
 def _eval(self, ctx=None, **kwargs):
