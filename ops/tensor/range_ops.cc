@@ -377,7 +377,11 @@ void infer_type_like(const OpAttrs& a, std::vector<DType>& in, std::vector<DType
       .params(kFullSchema)
       .inputs(std::vector<std::string>{})
       .shape_fn([](const OpAttrs& a, std::vector<Shape>&, std::vector<Shape>& out) {
-        merge_shape(out[0], a.param<FullParam>().shape, "output 0");
+        // -1 (or 0) dims are unknown and come from the consumers, as for _zeros / _ones
+        Shape s = a.param<FullParam>().shape;
+        for (auto& d : s.dims())
+          if (d < 0) d = 0;
+        merge_shape(out[0], s, "output 0");
       })
       .type_fn(infer_dtype_param<FullParam>)
       .deps(GradDeps{false, false, false})
