@@ -54,9 +54,10 @@ def sym_full(shape, val, dtype=None, name=None, **kwargs):
     return _sym_create("_full", kw, name)
 
 
-def nd_arange(start, stop=None, step=1.0, repeat=1, ctx=None, dtype=None, infer_range=None):
-    """NDArray of evenly spaced values computed by the _arange op (MXNet's values: computed
-    in the element type, integer types take start and step truncated, uint8 wraps)."""
+def nd_arange(start, stop=None, step=1.0, repeat=1, infer_range=None, ctx=None, dtype=None):
+    """NDArray of evenly spaced values computed by the _arange op, MXNet 1.9.1's signature
+    and values (computed in the element type; integer types and float16 take start and step
+    truncated; uint8 wraps)."""
     if infer_range:
         import warnings
         warnings.warn("`infer_range` is deprecated for NDArray and is ignored.",
