@@ -269,3 +269,31 @@ def test_custom_op_forward_from_thread_with_gil_released():
     for t in threads:
         t.join(60)
     assert done == [True]
+
+
+def test_legacy_numpy_and_ndarray_ops():
+    class Square(mx.operator.NumpyOp):
+        def forward(self, in_data, out_data):
+            out_data[0][:] = in_data[0] ** 2
+
+        def backward(self, out_grad, in_data, out_data, in_grad):
+            in_grad[0][:] = 2 * in_data[0] * out_grad[0]
+
+    x = np.array([1.0, -2.0, 3.0], np.float32)
+    s = Square().get_symbol(mx.sym.Variable("X"), name="sq")
+    assert s.list_arguments() == ["X"]
+    dx = mx.nd.zeros((3,))
+    exe = s.bind(mx.cpu(), args=[mx.nd.array(x)], args_grad={"X": dx}, grad_req="add")
+    for _ in range(2):  # req=add: the gradient accumulates
+        exe.forward(is_train=True)
+        exe.backward(mx.nd.ones((3,)))
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy(), x ** 2)
+    np.testing.assert_array_equal(dx.asnumpy(), 2 * (2 * x))
+    # NDArrayOp with the default identity forward/backward.
+    ident = mx.operator.NDArrayOp().get_symbol(mx.sym.Variable("Y"))
+    dy = mx.nd.zeros((3,))
+    e2 = ident.bind(mx.cpu(), args=[mx.nd.array(x)], args_grad={"Y": dy})
+    e2.forward(is_train=True)
+    e2.backward(mx.nd.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(e2.outputs[0].asnumpy(), x)
+    np.testing.assert_array_equal(dy.asnumpy(), [1.0, 2.0, 3.0])

@@ -162,3 +162,110 @@ def get_operator_arguments(op_name):
 
 
 load_plugin = _loom.load_plugin
+
+
+# ---------------------------------------------------------------------------------------
+# MXNet's older Python operator interface (PythonOp / NumpyOp / NDArrayOp, deprecated there
+# in favour of CustomOp): each instance becomes a custom op type of its own, run through
+# the same Custom machinery.
+
+class PythonOp:
+    """Base of operators written in Python with the pre-CustomOp interface: override
+    forward(in_data, out_data), backward(out_grad, in_data, out_data, in_grad), infer_shape,
+    list_arguments, list_outputs; op.get_symbol(*inputs, name=...) makes the symbol."""
+
+    def __init__(self, need_top_grad=True):
+        self.need_top_grad_ = need_top_grad
+
+    def __call__(self, *args, **kwargs):
+        return self.get_symbol(*args, **kwargs)
+
+    def get_symbol(self, *args, **kwargs):
+        raise NotImplementedError("use NumpyOp or NDArrayOp")
+
+    def forward(self, in_data, out_data):
+        """Default: the identity on the first input."""
+        out_data[0][:] = in_data[0]
+
+    def backward(self, out_grad, in_data, out_data, in_grad):
+        """Default: the gradient of the identity."""
+        in_grad[0][:] = out_grad[0]
+
+    def infer_shape(self, in_shape):
+        return in_shape, [in_shape[0]]
+
+    def list_outputs(self):
+        return ["output"]
+
+    def list_arguments(self):
+        return ["data"]
+
+    def need_top_grad(self):
+        return self.need_top_grad_
+
+    def _symbol(self, as_numpy, args, kwargs):
+        from . import symbol
+        op_type = "_python_op_%d" % id(self)
+        if op_type not in _PYTHON_OPS:
+            _PYTHON_OPS[op_type] = self
+            register(op_type)(_python_op_prop(self, as_numpy))
+        return symbol.Custom(*args, op_type=op_type, **kwargs)
+
+
+_PYTHON_OPS = {}  # keeps each registered PythonOp alive while its op type exists
+
+
+def _python_op_prop(pyop, as_numpy):
+    """A CustomOpProp class running `pyop`'s forward/backward on NumPy arrays (NumpyOp) or
+    NDArrays (NDArrayOp)."""
+    from . import ndarray as nd
+
+    def convert(arrays):
+        return [a.asnumpy() for a in arrays] if as_numpy else [a.copy() for a in arrays]
+
+    class _Op(CustomOp):
+        def forward(self, is_train, req, in_data, out_data, aux):
+            outs = convert(out_data)
+            pyop.forward(in_data=convert(in_data), out_data=outs)
+            for dst, r, src in zip(out_data, req, outs):
+                self.assign(dst, r, nd.array(src, dtype=dst.dtype) if as_numpy else src)
+
+        def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+            grads = convert(in_grad)
+            pyop.backward(out_grad=convert(out_grad), in_data=convert(in_data),
+                          out_data=convert(out_data), in_grad=grads)
+            for dst, r, src in zip(in_grad, req, grads):
+                self.assign(dst, r, nd.array(src, dtype=dst.dtype) if as_numpy else src)
+
+    class _Prop(CustomOpProp):
+        def __init__(self):
+            super().__init__(need_top_grad=pyop.need_top_grad())
+
+        def list_arguments(self):
+            return pyop.list_arguments()
+
+        def list_outputs(self):
+            return pyop.list_outputs()
+
+        def infer_shape(self, in_shape):
+            ins, outs = pyop.infer_shape(in_shape)
+            return ins, outs, []
+
+        def create_operator(self, ctx, in_shapes, in_dtypes):
+            return _Op()
+
+    return _Prop
+
+
+class NumpyOp(PythonOp):
+    """PythonOp whose forward/backward get NumPy arrays (outputs written in place)."""
+
+    def get_symbol(self, *args, **kwargs):
+        return self._symbol(True, args, kwargs)
+
+
+class NDArrayOp(PythonOp):
+    """PythonOp whose forward/backward get NDArrays (outputs written in place)."""
+
+    def get_symbol(self, *args, **kwargs):
+        return self._symbol(False, args, kwargs)
