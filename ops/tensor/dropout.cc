@@ -1,6 +1,7 @@
 // Dropout: inverted dropout in training (or mode=always), identity otherwise. The hidden
 // output `mask` holds 0 or 1/(1-p) per element; backward is dy * mask.
 #include <algorithm>
+#include <limits>
 
 #include "ops/infer.h"
 #include "ops/tensor/tensor_util.h"
@@ -62,7 +63,14 @@ class DropoutKernel final : public Kernel {
       return;
     }
     if (!ctx.rng) throw Error("Dropout: no random generator in the op context");
-    const float scale = p_.p >= 1.f ? 0.f : 1.f / (1.f - p_.p);
+    if (p_.p >= 1.f) {
+      // MXNet scales the 0/1 mask by 1/(1-p) = inf: every element (and its gradient) is
+      // 0 * inf = NaN. Loom gives the same rather than a silently different 0.
+      std::fill(mask, mask + n, std::numeric_limits<float>::quiet_NaN());
+      tensor::write(out[0].data<float>(), req[0], n, [=](int64_t i) { return x[i] * mask[i]; });
+      return;
+    }
+    const float scale = 1.f / (1.f - p_.p);
     if (shared_) {
       float* small = static_cast<float*>(ctx.workspace);
       draw(*ctx.rng, small, small_n_, scale);

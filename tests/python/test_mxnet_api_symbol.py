@@ -341,3 +341,14 @@ def test_softmax_use_length_and_gradient_of_another_dtype(mx):
         exe.backward(mx.nd.array(head, dtype=dtype))
         dot = (head * expect).sum(axis=1, keepdims=True)
         np.testing.assert_allclose(grads["data"].asnumpy(), expect * (head - dot), atol=2 * tol)
+
+
+def test_dropout_p1_gives_nan_as_mxnet(mx):
+    d = mx.sym.Dropout(mx.sym.var("x"), p=1.0)
+    exe = d.simple_bind(mx.cpu(), x=(2, 3))
+    out = exe.forward(is_train=True, x=np.ones((2, 3)))[0].asnumpy()
+    assert np.isnan(out).all()  # MXNet: mask 0 scaled by 1/(1-p) = inf
+    exe.backward(mx.nd.ones((2, 3)))
+    assert np.isnan(exe.grad_dict["x"].asnumpy()).all()
+    np.testing.assert_array_equal(exe.forward(is_train=False, x=np.ones((2, 3)))[0].asnumpy(),
+                                  np.ones((2, 3), np.float32))
