@@ -1,4 +1,5 @@
 // Same-shape element-wise binary ops (elemwise_add, _maximum, _power, ...) and add_n.
+#include <cctype>
 #include <type_traits>
 
 #include "ops/elemwise_math.h"
@@ -113,7 +114,18 @@ OpDef& binary(const char* name, bool needs_inputs, const char* doc,
     op.inplace_pairs({{0, 0}, {1, 0}});
     op.backward_inplace_pairs({});
     for (auto& smp : op.samples) smp.check_grad = false;
+    // MXNet also registers the two-word ones as _Greater_Equal, _Not_Equal, _Logical_And...
+    std::string spaced = "_";
+    bool upper = true, two_words = false;
+    for (const char* c = name; *c; ++c) {
+      if (*c == '_') two_words = true;
+      spaced += upper ? static_cast<char>(std::toupper(*c)) : *c;
+      upper = *c == '_';
+    }
+    if (two_words) op.alias(spaced);
   });
+  register_op("_hypot").alias("_Hypot");
+  register_op("_hypot_scalar").alias("_HypotScalar");
   return true;
 }();
 
