@@ -11,7 +11,11 @@
 //     overwrites the gamma array with ones; Loom leaves the argument untouched).
 //   Convolution_v1: the parameters and computation of Convolution for 2-D and 3-D kernels;
 //     its parsing, shape inference and CPU kernel are Convolution's, looked up at use.
+//   Pooling_v1: 2-D pooling over zero-padded windows (max counts the padding zeros), average
+//     over the whole kernel area.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
@@ -233,5 +237,180 @@ LOOM_REGISTER_OP("Convolution_v1")
                        {"no_bias", "True"}},
              .in_shapes = {{2, 4, 5, 6}, {4, 2, 2, 3}}});
 
+// ------------------------------------------------------------------------------ Pooling_v1
+// 2-D only (MXNet's v1 kernel refuses 3-D). The data is zero-padded by `pad` on both sides;
+// window (i, j) covers padded rows [i * stride, i * stride + kernel) clipped to the padded
+// extent (pooling_convention=full windows may run past it). max takes the padding zeros into
+// account (MXNet's v1: a window over the padding never goes below 0) and its gradient goes to
+// every cell equal to the maximum; sum adds the cells; avg divides the sum by the whole
+// kernel area. global_pool pools each whole channel.
+struct PoolV1Param {
+  Shape kernel;
+  std::string pool_type;
+  bool global_pool;
+  std::string pooling_convention;
+  Shape stride, pad;
+};
+const auto kPoolV1Schema =
+    ParamSchema<PoolV1Param>()
+        .optional("kernel", &PoolV1Param::kernel, Shape(), "Pooling kernel size: (y, x).")
+        .choice("pool_type", &PoolV1Param::pool_type, {"max", "avg", "sum"}, "max", "Pooling type.")
+        .optional("global_pool", &PoolV1Param::global_pool, false,
+                  "Pool over the whole spatial extent (kernel ignored).")
+        .choice("pooling_convention", &PoolV1Param::pooling_convention, {"full", "valid"}, "valid",
+                "Output size rounding: valid (floor) or full (ceil).")
+        .optional("stride", &PoolV1Param::stride, Shape(), "Stride; default 1 per dimension.")
+        .optional("pad", &PoolV1Param::pad, Shape(), "Zero pad on both sides; default 0.")
+        .check([](PoolV1Param& p) {
+          if (p.global_pool) return;
+          if (p.kernel.ndim() != 2)
+            throw ParamError("kernel must have 2 dimensions (Pooling_v1 is 2-D only), got " +
+                             p.kernel.str());
+          p.stride = nn::expand_tuple(p.stride, 2, 1, "stride");
+          p.pad = nn::expand_tuple(p.pad, 2, 0, "pad");
+          for (int i = 0; i < 2; ++i)
+            if (p.kernel[i] < 1 || p.stride[i] < 1 || p.pad[i] < 0)
+              throw ParamError("kernel and stride must be >= 1 and pad >= 0");
+        });
+
+// kernel, stride, pad per axis for data (N, C, H, W).
+struct PoolV1Geom {
+  int64_t kh, kw, sh, sw, ph, pw;
+};
+PoolV1Geom pool_v1_geom(const PoolV1Param& p, const Shape& x) {
+  if (p.global_pool) return {x[2], x[3], 1, 1, 0, 0};
+  return {p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.pad[0], p.pad[1]};
+}
+
+void pool_v1_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+  const Shape& x = in[0];
+  if (x.ndim() == 0) return;
+  if (x.ndim() != 4)
+    throw ShapeError("data must be 4-D (batch, channel, y, x) for Pooling_v1, got " + x.str());
+  const auto& p = a.param<PoolV1Param>();
+  const PoolV1Geom g = pool_v1_geom(p, x);
+  Shape y = x;
+  if (p.global_pool) {
+    y[2] = y[3] = 1;
+  } else {
+    const int64_t in_sz[2] = {x[2], x[3]}, k[2] = {g.kh, g.kw}, st[2] = {g.sh, g.sw},
+                  pd[2] = {g.ph, g.pw};
+    for (int i = 0; i < 2; ++i) {
+      const int64_t span = in_sz[i] + 2 * pd[i] - k[i];
+      if (span < 0)
+        throw ShapeError("kernel " + p.kernel.str() + " exceeds the padded input " + x.str());
+      y[2 + i] = 1 + (p.pooling_convention == "valid" ? span / st[i] : (span + st[i] - 1) / st[i]);
+    }
+  }
+  merge_shape(out[0], y, "output 0");
+}
+
+class PoolV1Kernel final : public Kernel {
+ public:
+  explicit PoolV1Kernel(const KernelArgs& a) {
+    const auto& p = a.attrs.param<PoolV1Param>();
+    const Shape &x = a.in_shapes[0], &y = a.out_shapes[0];
+    g_ = pool_v1_geom(p, x);
+    type_ = p.pool_type == "max" ? 0 : p.pool_type == "sum" ? 1 : 2;
+    nc_ = x[0] * x[1], h_ = x[2], w_ = x[3], oh_ = y[2], ow_ = y[3];
+    scale_ = type_ == 2 ? 1.f / static_cast<float>(g_.kh * g_.kw) : 1.f;
+  }
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull) return;
+    const float* x = in[0].cdata<float>();
+    float* y = out[0].data<float>();
+    const bool add = req[0] == Req::kAdd;
+#pragma omp parallel for schedule(static) if (nc_ > 1 && nc_ * oh_ * ow_ * g_.kh * g_.kw >= 32768)
+    for (int64_t c = 0; c < nc_; ++c)
+      for (int64_t i = 0; i < oh_; ++i)
+        for (int64_t j = 0; j < ow_; ++j) {
+          const float v = pooled(x + c * h_ * w_, i, j);
+          float& o = y[(c * oh_ + i) * ow_ + j];
+          o = add ? o + v : v;
+        }
+  }
+  void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull) return;
+    if (req[0] != Req::kAdd) ig[0].zero();
+    const float* g = og[0].cdata<float>();
+    const float* x = type_ == 0 ? in[0].cdata<float>() : nullptr;
+    float* dx = ig[0].data<float>();
+#pragma omp parallel for schedule(static) if (nc_ > 1 && nc_ * oh_ * ow_ * g_.kh * g_.kw >= 32768)
+    for (int64_t c = 0; c < nc_; ++c)
+      for (int64_t i = 0; i < oh_; ++i)
+        for (int64_t j = 0; j < ow_; ++j) {
+          const float gv = g[(c * oh_ + i) * ow_ + j];
+          float* d = dx + c * h_ * w_;
+          if (type_ == 0) {  // every cell equal to the maximum
+            const float m = pooled(x + c * h_ * w_, i, j);
+            cells(i, j, [&](int64_t r, int64_t q) {
+              if (x[c * h_ * w_ + r * w_ + q] == m) d[r * w_ + q] += gv;
+            });
+          } else {
+            cells(i, j, [&](int64_t r, int64_t q) { d[r * w_ + q] += gv * scale_; });
+          }
+        }
+  }
+
+ private:
+  // fn(r, q) for the window's cells inside the data (the padding cells hold zeros).
+  template <class Fn>
+  void cells(int64_t i, int64_t j, Fn fn) const {
+    const int64_t r0 = i * g_.sh - g_.ph, q0 = j * g_.sw - g_.pw;
+    for (int64_t r = std::max<int64_t>(r0, 0); r < std::min(r0 + g_.kh, h_); ++r)
+      for (int64_t q = std::max<int64_t>(q0, 0); q < std::min(q0 + g_.kw, w_); ++q) fn(r, q);
+  }
+  // Whether window (i, j) covers a padding cell (inside the padded extent).
+  bool covers_pad(int64_t i, int64_t j) const {
+    const int64_t r0 = i * g_.sh - g_.ph, q0 = j * g_.sw - g_.pw;
+    const int64_t r1 = std::min(r0 + g_.kh, h_ + g_.ph), q1 = std::min(q0 + g_.kw, w_ + g_.pw);
+    return r0 < 0 || q0 < 0 || r1 > h_ || q1 > w_;
+  }
+  float pooled(const float* x, int64_t i, int64_t j) const {
+    if (type_ == 0) {
+      float m = covers_pad(i, j) ? 0.f : -std::numeric_limits<float>::infinity();
+      cells(i, j, [&](int64_t r, int64_t q) { m = std::max(m, x[r * w_ + q]); });
+      return m;
+    }
+    float s = 0;
+    cells(i, j, [&](int64_t r, int64_t q) { s += x[r * w_ + q]; });
+    return s * scale_;
+  }
+  PoolV1Geom g_{};
+  int type_ = 0;
+  int64_t nc_ = 0, h_ = 0, w_ = 0, oh_ = 0, ow_ = 0;
+  float scale_ = 1;
+};
+
+LOOM_CPU_DTYPES("Pooling_v1", kDTypePolicyF32);
+
+LOOM_REGISTER_OP("Pooling_v1")
+    .describe(
+        "Legacy 2-D pooling (MXNet's Pooling_v1): max over zero-padded windows, sum, "
+        "or average over the full kernel area.")
+    .params(kPoolV1Schema)
+    .shape_fn(pool_v1_infer_shape)
+    .deps([](const OpAttrs& a) {
+      return GradDeps{.out_grad = true,
+                      .in_data = a.param<PoolV1Param>().pool_type == "max",
+                      .out_data = false};
+    })
+    .cpu<PoolV1Kernel>()
+    .sample({.attrs = {{"kernel", "(3, 3)"}}, .in_shapes = {{2, 3, 6, 7}}})
+    .sample({.attrs = {{"kernel", "(3, 3)"}, {"stride", "(2, 2)"}, {"pad", "(1, 1)"}},
+             .in_shapes = {{2, 2, 7, 8}}})
+    .sample({.attrs = {{"kernel", "(3, 3)"},
+                       {"stride", "(2, 2)"},
+                       {"pad", "(1, 1)"},
+                       {"pool_type", "avg"},
+                       {"pooling_convention", "full"}},
+             .in_shapes = {{2, 3, 7, 8}}})
+    .sample({.attrs = {{"kernel", "(2, 3)"}, {"stride", "(2, 2)"}, {"pool_type", "sum"}},
+             .in_shapes = {{1, 2, 6, 7}}})
+    .sample({.attrs = {{"global_pool", "True"}, {"pool_type", "avg"}},
+             .in_shapes = {{2, 2, 3, 4}}});
 }  // namespace
 }  // namespace loom

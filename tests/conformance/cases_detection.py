@@ -110,3 +110,18 @@ for i, (pad, kw) in enumerate([(False, dict()),
          no_grad=["axy", "awh", "gcls", "gxy", "gwh"], add_ref="write2",
          note="not differentiable; MXNet 1.9.1 writes cls_pred's zero gradient regardless of "
               "req (add overwrites) and never writes the anchor/label gradients")
+for i, kw in enumerate([dict(kernel=(3, 3)),
+                        dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1)),
+                        dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), pooling_convention="full"),
+                        dict(kernel=(3, 2), stride=(2, 2), pad=(1, 1), pool_type="avg"),
+                        dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="avg",
+                             pooling_convention="full"),
+                        dict(kernel=(3, 3), stride=(2, 2), pool_type="avg",
+                             pooling_convention="full"),
+                        dict(kernel=(2, 2), stride=(2, 2), pad=(1, 1), pool_type="sum",
+                             pooling_convention="full"),
+                        dict(kernel=(1, 1), global_pool=True, pool_type="avg"),
+                        dict(kernel=(1, 1), global_pool=True, pool_type="max")]):
+    case("legacy_Pooling_v1_%d" % i,
+         lambda mx, kw=kw: mx.sym.Pooling_v1(V(mx), name="pool", **kw),
+         {"data": (2, 3, 7, 8)}, ["Pooling_v1"])

@@ -391,6 +391,46 @@ LOOM_OP_REFERENCE("Convolution_v1", [](const RefCall& c) {
   if (!conv) throw Error("no sweep reference for Convolution");
   return (*conv)(c);
 });
+// Pooling_v1 on an explicitly zero-padded copy: windows clipped to the padded extent.
+std::vector<NDArray> ref_pool_v1(const RefCall& c) {
+  const Attrs& d = c.attrs.dict;
+  const std::string type = attr(d, "pool_type", "max");
+  const bool global = parse_bool(attr(d, "global_pool", "False"));
+  const Shape& s = c.in[0].shape();
+  const int64_t nc = s[0] * s[1], h = s[2], w = s[3];
+  int64_t kh = h, kw = w, sh = 1, sw = 1, ph = 0, pw = 0;
+  if (!global) {
+    const Shape k = parse_shape(d.at("kernel"));
+    kh = k[0], kw = k[1];
+    if (d.count("stride")) sh = parse_shape(d.at("stride"))[0], sw = parse_shape(d.at("stride"))[1];
+    if (d.count("pad")) ph = parse_shape(d.at("pad"))[0], pw = parse_shape(d.at("pad"))[1];
+  }
+  const int64_t H = h + 2 * ph, W = w + 2 * pw;
+  const Shape& os = c.out_shapes[0];
+  NDArray y(os);
+  for (int64_t ch = 0; ch < nc; ++ch) {
+    std::vector<float> pad(H * W, 0.f);
+    for (int64_t r = 0; r < h; ++r)
+      for (int64_t q = 0; q < w; ++q)
+        pad[(r + ph) * W + q + pw] = static_cast<float>(c.in[0].at((ch * h + r) * w + q));
+    for (int64_t i = 0; i < os[2]; ++i)
+      for (int64_t j = 0; j < os[3]; ++j) {
+        float m = -1e30f, sum = 0;
+        for (int64_t r = i * sh; r < std::min(i * sh + kh, H); ++r)
+          for (int64_t q = j * sw; q < std::min(j * sw + kw, W); ++q) {
+            m = std::max(m, pad[r * W + q]);
+            sum += pad[r * W + q];
+          }
+        y.data<float>()[(ch * os[2] + i) * os[3] + j] = type == "max" ? m
+                                                        : type == "sum"
+                                                            ? sum
+                                                            : sum / static_cast<float>(kh * kw);
+      }
+  }
+  return {y};
+}
+LOOM_OP_REFERENCE("Pooling_v1", ref_pool_v1);
+
 LOOM_OP_REFERENCE("IdentityAttachKLSparseReg",
                   [](const RefCall& c) { return std::vector<NDArray>{c.in[0].copy()}; });
 
