@@ -51,3 +51,25 @@ case("mini_faster_rcnn", _mini_faster_rcnn,
      no_grad=["hw", "imscale"], train=False,
      note="end to end in inference (Proposal is not differentiable; its NMS order decides "
           "which boxes ROIPooling sees)")
+
+
+def _arcface_head(mx, s=8.0, m=0.5, classes=10):
+    """insightface's ArcFace margin head (get_symbol, loss_type arcface): normalised
+    embedding and weight, cos(theta + m) on the true class, scaled, into SoftmaxOutput."""
+    label = V(mx, "softmax_label")
+    nemb = mx.sym.L2Normalization(V(mx), mode="instance", name="fc1n") * s
+    nw = mx.sym.L2Normalization(V(mx, "fc7_weight"), mode="instance", name="fc7n")
+    fc7 = mx.sym.FullyConnected(nemb, nw, no_bias=True, num_hidden=classes, name="fc7")
+    zy = mx.sym.pick(fc7, label, axis=1)
+    theta = mx.sym.arccos(zy / s)
+    diff = mx.sym.expand_dims(mx.sym.cos(theta + m) * s - zy, 1)
+    gt = mx.sym.one_hot(label, depth=classes, on_value=1.0, off_value=0.0)
+    return mx.sym.SoftmaxOutput(fc7 + mx.sym.broadcast_mul(gt, diff), label,
+                                normalization="valid", name="softmax")
+
+
+case("arcface_head", _arcface_head,
+     {"data": (6, 8), "fc7_weight": (10, 8), "softmax_label": (6,)},
+     ["L2Normalization", "pick", "arccos", "cos", "one_hot", "SoftmaxOutput"],
+     init={"softmax_label": ("int", 0, 10)}, no_grad=["softmax_label"], head_grad=False,
+     note="the whole margin head: forward, gradients of embedding and weight, req=add")

@@ -42,13 +42,26 @@ class Capture(logging.Handler):
 import re
 
 
-def mlp(mx, lr_mult=None, wd_mult=None, bn=False):
+def mlp(mx, lr_mult=None, wd_mult=None, bn=False, arcface=False):
     data = mx.sym.Variable("data")
     fc1 = mx.sym.FullyConnected(data, num_hidden=6, name="fc1")
     if bn:
         fc1 = mx.sym.BatchNorm(fc1, name="bn", momentum=0.8)
     act = mx.sym.Activation(fc1, act_type="tanh", name="act")
     w2 = mx.sym.Variable("fc2_weight", lr_mult=lr_mult, wd_mult=wd_mult)
+    if arcface:
+        # insightface's ArcFace margin head (s = 4, m = 0.3) on the normalised features
+        # (as insightface, the weight is declared with its shape: L2Normalization does not
+        # pass shapes back in MXNet)
+        w2 = mx.sym.Variable("fc2_weight", shape=(3, 6), lr_mult=lr_mult, wd_mult=wd_mult)
+        label, s, m = mx.sym.Variable("softmax_label"), 4.0, 0.3
+        nemb = mx.sym.L2Normalization(act, mode="instance") * s
+        fc2 = mx.sym.FullyConnected(nemb, mx.sym.L2Normalization(w2, mode="instance"),
+                                    no_bias=True, num_hidden=3, name="fc2")
+        zy = mx.sym.pick(fc2, label, axis=1)
+        diff = mx.sym.expand_dims(mx.sym.cos(mx.sym.arccos(zy / s) + m) * s - zy, 1)
+        fc2 = fc2 + mx.sym.broadcast_mul(mx.sym.one_hot(label, depth=3), diff)
+        return mx.sym.SoftmaxOutput(fc2, label, name="softmax")
     fc2 = mx.sym.FullyConnected(act, weight=w2, num_hidden=3, name="fc2")
     return mx.sym.SoftmaxOutput(fc2, name="softmax")
 
@@ -114,7 +127,8 @@ def _run(mx, case, cap):
         out["predict"] = mod.predict(val).asnumpy()
     elif kind == "steps":
         train = mx.io.NDArrayIter(x, y, batch_size=bs)
-        mod = mx.mod.Module(mlp(mx, case.get("lr_mult"), case.get("wd_mult"), case.get("bn")),
+        mod = mx.mod.Module(mlp(mx, case.get("lr_mult"), case.get("wd_mult"), case.get("bn"),
+                                case.get("arcface")),
                             fixed_param_names=case.get("fixed"))
         mod.bind(train.provide_data, train.provide_label,
                  inputs_need_grad=case.get("input_grads", False))
@@ -289,6 +303,7 @@ case("steps", "nag", {"learning_rate": 0.1, "momentum": 0.7}, fixed=["fc1_bias"]
 case("steps", "rmsprop", {"learning_rate": 0.01, "gamma1": 0.8})
 case("steps", "sgd", {"learning_rate": 0.1, "momentum": 0.9}, new_lr=0.01)
 case("steps", "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01}, bn=True)
+case("steps", "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 5e-4}, arcface=True)
 # optimizers without an in-graph form run on the imperative updater
 # (their float32 arithmetic is loom.optimizer's imperative code: rtol 1e-4)
 case("steps", "adagrad", {"learning_rate": 0.1, "wd": 0.01}, resume=True, rtol=1e-4)
