@@ -352,3 +352,17 @@ def test_dropout_p1_gives_nan_as_mxnet(mx):
     assert np.isnan(exe.grad_dict["x"].asnumpy()).all()
     np.testing.assert_array_equal(exe.forward(is_train=False, x=np.ones((2, 3)))[0].asnumpy(),
                                   np.ones((2, 3), np.float32))
+
+
+def test_symbol_creation_functions(mx):
+    np.testing.assert_array_equal(mx.sym.arange(2, 8, 2).eval()[0].asnumpy(), [2, 4, 6])
+    np.testing.assert_array_equal(mx.sym.arange(3, repeat=2).eval()[0].asnumpy(),
+                                  [0, 0, 1, 1, 2, 2])
+    np.testing.assert_array_equal(mx.sym.eye(3, k=1).eval()[0].asnumpy(), np.eye(3, k=1))
+    np.testing.assert_allclose(mx.sym.linspace(0, 1, 5).eval()[0].asnumpy(),
+                               np.linspace(0, 1, 5))
+    np.testing.assert_array_equal(mx.sym.full((2, 2), 3).eval()[0].asnumpy(), np.full((2, 2), 3))
+    # infer_range: the length comes from the consumer's shape
+    x = mx.sym.var("x")
+    r = mx.sym.arange(0, step=1, infer_range=True) + x
+    assert r.infer_shape(x=(4,))[1] == [(4,)]

@@ -739,3 +739,6 @@ image = _ops.prefix_namespace(__name__ + ".image", _module, "_image_",
 # MXNet's Python-level split_v2 and histogram (over the _split_v2 / _histogram ops).
 from ._split_v2 import split_v2_sym as split_v2, histogram_sym as histogram  # noqa: E402
 Symbol.split_v2 = lambda self, *a, **k: split_v2(self, *a, **k)
+# MXNet's Python-level creation functions over the _arange / _linspace / _eye / _full ops.
+from ._creation import (sym_arange as arange, sym_linspace as linspace,  # noqa: E402
+                        sym_eye as eye, sym_full as full)
