@@ -1,0 +1,66 @@
+"""cumsum, gradient multiplier / straight-through estimators, index_copy and the interleaved
+multi-head attention matmuls (ids start with ex_)."""
+from cases import case, V, sym_op
+
+
+def contrib(mx, name):
+    """mx.sym.contrib.<name>: MXNet's _contrib_ ops."""
+    return getattr(mx.sym.contrib, name)
+
+
+CUMSUM_ADD = dict(add_ref="write2", note="MXNet 1.9.1's _backward_np_cumsum ignores req "
+                                         "(overwrites instead of accumulating)")
+
+# --------------------------------------------------------------------------- cumsum
+for i, (shape, kw) in enumerate([((2, 3, 4), dict()), ((2, 3, 4), dict(axis=1)),
+                                 ((3, 5), dict(axis=1)), ((4, 2), dict(axis=0))]):
+    case("ex_cumsum%d" % i, lambda mx, kw=kw: mx.sym.cumsum(V(mx, "a"), name="c", **kw),
+         {"a": shape}, ["_np_cumsum"], **CUMSUM_ADD)
+case("ex_cumsum_f64", lambda mx: mx.sym.cumsum(V(mx, "a"), axis=0, dtype="float64", name="c"),
+     {"a": (4, 3)}, ["_np_cumsum"], grads=False,
+     note="float64 output of a float32 input: forward only")
+case("ex_cumsum_i32", lambda mx: mx.sym.cumsum(V(mx, "a"), axis=1, name="c"),
+     {"a": (3, 4)}, ["_np_cumsum"], init={"a": ("int", -5, 6)}, dtypes={"a": "int32"},
+     no_grad=["a"], grads=False)
+
+# --------------------------------------------------------------------------- STE / multiplier
+for i, s in enumerate([0.5, -2.0]):
+    case("ex_gradmult%d" % i,
+         lambda mx, s=s: contrib(mx, "gradientmultiplier")(V(mx), scalar=s, name="g"),
+         {"data": (3, 4)}, ["_contrib_gradientmultiplier"])
+case("ex_round_ste", lambda mx: contrib(mx, "round_ste")(V(mx), name="r"),
+     {"data": (3, 4)}, ["_contrib_round_ste"], init={"data": ("normal", 3.0)})
+case("ex_sign_ste", lambda mx: contrib(mx, "sign_ste")(V(mx), name="r"),
+     {"data": (3, 4)}, ["_contrib_sign_ste"])
+
+# --------------------------------------------------------------------------- index_copy
+case("ex_index_copy0", lambda mx: contrib(mx, "index_copy")(
+    V(mx, "old"), V(mx, "idx"), V(mx, "new"), name="ic"),
+    {"old": (5, 3), "idx": (1,), "new": (1, 3)}, ["_contrib_index_copy"],
+    init={"idx": ("int", 0, 5)}, no_grad=["idx"])
+case("ex_index_copy1", lambda mx: contrib(mx, "index_copy")(
+    V(mx, "old"), mx.sym.arange(start=4, stop=-1, step=-2), V(mx, "new"), name="ic"),
+    {"old": (5, 2, 3), "new": (3, 2, 3)}, ["_contrib_index_copy"])
+
+# --------------------------------------------------------------------------- interleaved
+case("ex_selfatt_qk0", lambda mx: contrib(mx, "interleaved_matmul_selfatt_qk")(
+    V(mx, "qkv"), heads=3, name="m"), {"qkv": (4, 2, 18)},
+    ["_contrib_interleaved_matmul_selfatt_qk"])
+case("ex_selfatt_valatt0", lambda mx: contrib(mx, "interleaved_matmul_selfatt_valatt")(
+    V(mx, "qkv"), V(mx, "att"), heads=3, name="m"), {"qkv": (4, 2, 18), "att": (6, 4, 4)},
+    ["_contrib_interleaved_matmul_selfatt_valatt"])
+case("ex_encdec_qk0", lambda mx: contrib(mx, "interleaved_matmul_encdec_qk")(
+    V(mx, "q"), V(mx, "kv"), heads=2, name="m"), {"q": (3, 2, 6), "kv": (5, 2, 12)},
+    ["_contrib_interleaved_matmul_encdec_qk"])
+case("ex_encdec_valatt0", lambda mx: contrib(mx, "interleaved_matmul_encdec_valatt")(
+    V(mx, "kv"), V(mx, "att"), heads=2, name="m"), {"kv": (5, 2, 12), "att": (4, 3, 5)},
+    ["_contrib_interleaved_matmul_encdec_valatt"])
+# The self-attention pair sharing one projection (both gradients add into qkv).
+def selfatt_chain(mx):
+    qkv = V(mx, "qkv")
+    att = contrib(mx, "interleaved_matmul_selfatt_qk")(qkv, heads=2, name="qk")
+    return contrib(mx, "interleaved_matmul_selfatt_valatt")(qkv, att, heads=2, name="m")
+
+
+case("ex_selfatt_chain", selfatt_chain, {"qkv": (3, 2, 12)},
+    ["_contrib_interleaved_matmul_selfatt_qk", "_contrib_interleaved_matmul_selfatt_valatt"])
