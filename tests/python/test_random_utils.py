@@ -343,8 +343,10 @@ def test_monitor(mx):
     seen = []
     exe.set_monitor_callback(lambda n, a: seen.append(n), monitor_all=True)
     exe.forward()
-    assert seen == ["fc1_data", "fc1_weight", "fc1_bias", "fc1_output", "act_data",
-                    "act_output"]
+    # MXNet's order: a variable input under its own name, then every input as
+    # <node>_<input>; Activation's inputs are input0... there (no declared input names).
+    assert seen == ["data", "fc1_data", "fc1_weight", "fc1_weight", "fc1_bias", "fc1_bias",
+                    "fc1_output", "act_input0", "act_output"]
     exe.set_monitor_callback(None)
     seen.clear()
     exe.forward()

@@ -142,6 +142,11 @@ class Executor:
         return "<Executor outputs=%s>" % self._output_names
 
 
+# Ops whose inputs MXNet's monitor names input0, input1, ... (they declare no input names
+# to the graph layer there).
+_POSITIONAL_INPUT_NAMES = {"Activation", "SoftmaxActivation"}
+
+
 class _Monitored:
     """Executor.set_monitor_callback's state: the internals executor and the name of each of
     its outputs per graph entry."""
@@ -175,10 +180,17 @@ class _Monitored:
                     in_names = _loom._op_inputs(n["op"], n.get("attrs", {}))
                 except Exception:  # noqa: BLE001 - ops whose inputs cannot be named
                     in_names = []
+                if n["op"] in _POSITIONAL_INPUT_NAMES:
+                    in_names = []
                 for j, (src, k, _) in enumerate(n["inputs"]):
                     label = in_names[j] if j < len(in_names) else "input%d" % j
                     if (src, k) in entry:
-                        ins.append((n["name"] + "_" + label, entry[(src, k)]))
+                        # MXNet reports a variable input under its own name first, then
+                        # every input as '<node>_<input name>'.
+                        at = entry[(src, k)]
+                        if nodes[src]["op"] == "null":
+                            ins.append((names[at], at))
+                        ins.append((n["name"] + "_" + label, at))
             self.order.append((ins, outs))
         self.aux = {k: v.copy() for k, v in exe.aux_dict.items()}
         self.inner = internals.bind(exe._ctx, args=exe.arg_dict, aux_states=self.aux,
