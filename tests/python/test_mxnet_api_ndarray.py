@@ -233,3 +233,13 @@ def test_split_v2_and_histogram_front_ends(mx):
     ref_counts, ref_edges = np.histogram(data, bins=3, range=(0, 3))
     np.testing.assert_array_equal(counts.asnumpy(), ref_counts)
     np.testing.assert_allclose(edges.asnumpy(), ref_edges, rtol=1e-6)
+
+
+def test_nd_arange_matches_mxnet_rules(mx):
+    np.testing.assert_array_equal(mx.nd.arange(5).asnumpy(), np.arange(5, dtype=np.float32))
+    np.testing.assert_array_equal(mx.nd.arange(2, 8, 2, repeat=2, dtype="int32").asnumpy(),
+                                  [2, 2, 4, 4, 6, 6])
+    # uint8 wraps like MXNet's (start and step cast to the element type)
+    np.testing.assert_array_equal(mx.nd.arange(50, -50, -20, dtype="uint8").asnumpy(),
+                                  [50, 30, 10, 246, 226])
+    assert mx.nd.arange(0.5, 2.0, 0.5, dtype="float64").dtype == np.float64

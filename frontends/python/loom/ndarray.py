@@ -86,11 +86,13 @@ def ones_like(data, **kwargs):
     return ones(data.shape, data.context, data.dtype)
 
 
-def arange(start, stop=None, step=1.0, repeat=1, ctx=None, dtype=None):
-    a = np.arange(start, stop, step, dtype=np.dtype(dtype or "float32"))
-    if repeat > 1:
-        a = np.repeat(a, repeat)
-    return array(a, ctx, a.dtype)
+def arange(start, stop=None, step=1.0, repeat=1, infer_range=None, ctx=None, dtype=None):
+    """Evenly spaced values in [start, stop) (op _arange, MXNet 1.9.1's values in every dtype:
+    integer and float16 types take start and step truncated, uint8 wraps); each repeated
+    `repeat` times. infer_range is accepted and ignored, as in MXNet."""
+    attrs = {"start": start, "stop": stop, "step": step, "repeat": repeat,
+             "dtype": np.dtype(dtype or "float32").name}
+    return invoke("_arange", [], {k: str(v) for k, v in attrs.items()}, ctx=_ctx(ctx))
 
 
 def concatenate(arrays, axis=0, always_copy=True):
