@@ -64,3 +64,31 @@ def selfatt_chain(mx):
 
 case("ex_selfatt_chain", selfatt_chain, {"qkv": (3, 2, 12)},
     ["_contrib_interleaved_matmul_selfatt_qk", "_contrib_interleaved_matmul_selfatt_valatt"])
+
+
+# --------------------------------------------------------------------------- image ops
+def image(mx, name):
+    """mx.sym.image.<name>: MXNet's _image_ ops."""
+    return getattr(mx.sym.image, name)
+
+
+for i, (shape, kw) in enumerate([((5, 4, 3), dict(x=1, y=2, width=3, height=2)),
+                                 ((2, 6, 5, 1), dict(x=0, y=1, width=5, height=4))]):
+    case("ex_image_crop%d" % i, lambda mx, kw=kw: image(mx, "crop")(V(mx), name="c", **kw),
+         {"data": shape}, ["_image_crop"])
+# Even sizes: MXNet 1.9.1 leaves the middle column/row of an odd size unwritten.
+for op in ("flip_left_right", "flip_top_bottom"):
+    case("ex_image_%s" % op, lambda mx, op=op: image(mx, op)(V(mx), name="f"),
+         {"data": (4, 6, 3)}, ["_image_" + op],
+         note="MXNet's gradient is a copy of the head gradient (not flipped)")
+case("ex_image_adjust_lighting", lambda mx: image(mx, "adjust_lighting")(
+    V(mx), alpha=(0.1, -0.2, 0.3), name="l"), {"data": (3, 4, 3)}, ["_image_adjust_lighting"],
+    tol=(1e-4, 1e-4))
+for i, (shape, kw) in enumerate([((5, 7, 3), dict(size=(4, 3))),
+                                 ((4, 5, 1), dict(size=(9, 6))),
+                                 ((2, 6, 4, 3), dict(size=2, keep_ratio=True)),
+                                 ((5, 7, 3), dict(size=(4, 9), interp=0)),
+                                 ((8, 6, 3), dict(size=(3, 4)))]):
+    case("ex_image_resize%d" % i, lambda mx, kw=kw: image(mx, "resize")(V(mx), name="r", **kw),
+         {"data": shape}, ["_image_resize"], no_grad=["data"], grads=False, tol=(1e-4, 1e-4),
+         note="not differentiable (MXNet registers a _copy gradient of the input's shape)")

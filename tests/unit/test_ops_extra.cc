@@ -3,7 +3,9 @@
 // few values MXNet gives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "ops/param.h"
 #include "runtime/imperative.h"
@@ -120,6 +122,100 @@ LOOM_OP_REFERENCE("_contrib_interleaved_matmul_encdec_qk", [](const RefCall& c) 
 });
 LOOM_OP_REFERENCE("_contrib_interleaved_matmul_encdec_valatt", [](const RefCall& c) {
   return std::vector<NDArray>{valatt(c.in[0], 2, 1, c.in[1], heads(c))};
+});
+
+// Image ops on (H, W, C) / (N, H, W, C).
+LOOM_OP_REFERENCE("_image_crop", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  const int nd = s.ndim();
+  const int64_t x = std::stoll(c.attrs.dict.at("x")), y = std::stoll(c.attrs.dict.at("y"));
+  NDArray out(c.out_shapes[0]);
+  const Shape& o = out.shape();
+  const int64_t N = nd == 4 ? s[0] : 1, H = s[nd - 3], W = s[nd - 2], C = s[nd - 1];
+  const int64_t h = o[nd - 3], w = o[nd - 2];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < h; ++i)
+      for (int64_t j = 0; j < w; ++j)
+        for (int64_t k = 0; k < C; ++k)
+          f(out, ((n * h + i) * w + j) * C + k) = f(c.in[0], ((n * H + i + y) * W + j + x) * C + k);
+  return std::vector<NDArray>{out};
+});
+NDArray flip(const NDArray& a, bool lr) {
+  const Shape& s = a.shape();
+  NDArray y(s);
+  for (int64_t i = 0; i < s[0]; ++i)
+    for (int64_t j = 0; j < s[1]; ++j)
+      for (int64_t k = 0; k < s[2]; ++k) {
+        const int64_t si = lr ? i : s[0] - 1 - i, sj = lr ? s[1] - 1 - j : j;
+        f(y, (i * s[1] + j) * s[2] + k) = f(a, (si * s[1] + sj) * s[2] + k);
+      }
+  return y;
+}
+LOOM_OP_REFERENCE("_image_flip_left_right",
+                  [](const RefCall& c) { return std::vector<NDArray>{flip(c.in[0], true)}; });
+LOOM_OP_REFERENCE("_image_flip_top_bottom",
+                  [](const RefCall& c) { return std::vector<NDArray>{flip(c.in[0], false)}; });
+LOOM_OP_REFERENCE("_image_adjust_lighting", [](const RefCall& c) {
+  std::string t = c.attrs.dict.at("alpha");
+  for (char& ch : t)
+    if (ch == '(' || ch == ')' || ch == ',') ch = ' ';
+  std::istringstream is(t);
+  double a[3];
+  is >> a[0] >> a[1] >> a[2];
+  const double eig[3][3] = {{55.46 * -0.5675, 4.794 * 0.7192, 1.148 * 0.4009},
+                            {55.46 * -0.5808, 4.794 * -0.0045, 1.148 * -0.8140},
+                            {55.46 * -0.5836, 4.794 * -0.6948, 1.148 * 0.4203}};
+  NDArray y = c.in[0].copy();
+  const int64_t C = c.in[0].shape()[2];
+  if (C == 3)
+    for (int64_t i = 0; i < y.size(); ++i) {
+      const int64_t k = i % 3;
+      f(y, i) += static_cast<float>(eig[k][0] * a[0] + eig[k][1] * a[1] + eig[k][2] * a[2]);
+    }
+  return std::vector<NDArray>{y};
+});
+// OpenCV's cv::resize, INTER_LINEAR (half-pixel centres, clamped) or INTER_NEAREST (floor).
+LOOM_OP_REFERENCE("_image_resize", [](const RefCall& c) {
+  const Shape& s = c.in[0].shape();
+  const int nd = s.ndim();
+  const bool nearest = attr(c.attrs.dict, "interp", "1") == "0";
+  NDArray out(c.out_shapes[0]);
+  const Shape& o = out.shape();
+  const int64_t N = nd == 4 ? s[0] : 1, H = s[nd - 3], W = s[nd - 2], C = s[nd - 1];
+  const int64_t h = o[nd - 3], w = o[nd - 2];
+  auto coord = [&](int64_t d, int64_t src, int64_t dst, int64_t* i0, int64_t* i1, double* fr) {
+    const double sc = double(src) / double(dst);
+    if (nearest) {
+      *i0 = *i1 = std::min<int64_t>(static_cast<int64_t>(std::floor(d * sc)), src - 1);
+      *fr = 0;
+      return;
+    }
+    double x = (d + 0.5) * sc - 0.5;
+    int64_t k = static_cast<int64_t>(std::floor(x));
+    x -= double(k);
+    if (k < 0) { k = 0; x = 0; }
+    if (k >= src - 1) { k = src - 1; x = 0; }
+    *i0 = k;
+    *i1 = std::min(k + 1, src - 1);
+    *fr = x;
+  };
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < h; ++i)
+      for (int64_t j = 0; j < w; ++j) {
+        int64_t y0, y1, x0, x1;
+        double fy, fx;
+        coord(i, H, h, &y0, &y1, &fy);
+        coord(j, W, w, &x0, &x1, &fx);
+        for (int64_t k = 0; k < C; ++k) {
+          auto at = [&](int64_t yy, int64_t xx) {
+            return double(f(c.in[0], ((n * H + yy) * W + xx) * C + k));
+          };
+          f(out, ((n * h + i) * w + j) * C + k) = static_cast<float>(
+              (1 - fy) * ((1 - fx) * at(y0, x0) + fx * at(y0, x1)) +
+              fy * ((1 - fx) * at(y1, x0) + fx * at(y1, x1)));
+        }
+      }
+  return std::vector<NDArray>{out};
 });
 
 // Gradient multiplier: the gradient is the head gradient times the scalar; the STEs pass it.
