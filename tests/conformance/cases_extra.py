@@ -92,3 +92,23 @@ for i, (shape, kw) in enumerate([((5, 7, 3), dict(size=(4, 3))),
     case("ex_image_resize%d" % i, lambda mx, kw=kw: image(mx, "resize")(V(mx), name="r", **kw),
          {"data": shape}, ["_image_resize"], no_grad=["data"], grads=False, tol=(1e-4, 1e-4),
          note="not differentiable (MXNet registers a _copy gradient of the input's shape)")
+
+
+
+# --------------------------------------------------------------------------- random image ops
+# Deterministic configurations: a flip-symmetric image for the random flips, equal factors,
+# alpha_std 0 (MXNet's gradient of each is a copy of the head gradient).
+for op, fixed in (("flip_left_right", "flip_left_right"), ("flip_top_bottom", "flip_top_bottom")):
+    def sym_flip(mx, op=op, fixed=fixed):
+        x = V(mx)
+        return image(mx, "random_" + op)(x + image(mx, fixed)(x, name="g"), name="f")
+    case("ex_image_random_%s" % op, sym_flip, {"data": (4, 6, 3)},
+         ["_image_random_" + op, "_image_" + fixed])
+for op, kw in (("brightness", dict(min_factor=1.5, max_factor=1.5)),
+               ("contrast", dict(min_factor=0.5, max_factor=0.5)),
+               ("saturation", dict(min_factor=0.3, max_factor=0.3))):
+    for i, shape in enumerate([(3, 4, 3), (3, 4, 1)]):
+        case("ex_image_random_%s%d" % (op, i), lambda mx, op=op, kw=kw: image(
+            mx, "random_" + op)(V(mx), name="r", **kw), {"data": shape}, ["_image_random_" + op])
+case("ex_image_random_lighting", lambda mx: image(mx, "random_lighting")(
+    V(mx), alpha_std=0.0, name="r"), {"data": (3, 4, 3)}, ["_image_random_lighting"])

@@ -218,7 +218,83 @@ LOOM_OP_REFERENCE("_image_resize", [](const RefCall& c) {
   return std::vector<NDArray>{out};
 });
 
+// Random image ops on their deterministic samples (equal factors, alpha_std 0, flips of a
+// constant image).
+NDArray same_image(const RefCall& c) { return c.in[0].copy(); }
+LOOM_OP_REFERENCE("_image_random_flip_left_right",
+                  [](const RefCall& c) { return std::vector<NDArray>{same_image(c)}; });
+LOOM_OP_REFERENCE("_image_random_flip_top_bottom",
+                  [](const RefCall& c) { return std::vector<NDArray>{same_image(c)}; });
+LOOM_OP_REFERENCE("_image_random_lighting",
+                  [](const RefCall& c) { return std::vector<NDArray>{same_image(c)}; });
+LOOM_OP_REFERENCE("_image_random_brightness", [](const RefCall& c) {
+  const float a = std::stof(c.attrs.dict.at("min_factor"));
+  NDArray y = c.in[0].copy();
+  for (int64_t i = 0; i < y.size(); ++i) f(y, i) *= a;
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("_image_random_contrast", [](const RefCall& c) {
+  const double a = std::stod(c.attrs.dict.at("min_factor"));
+  const int64_t C = c.in[0].shape()[2], len = c.in[0].size() / C;
+  const double coef[3] = {0.299, 0.587, 0.114};
+  double sum = 0;
+  for (int64_t l = 0; l < len; ++l)
+    for (int64_t k = 0; k < C; ++k) sum += f(c.in[0], l * C + k) * (C == 1 ? 1.0 : coef[k]);
+  NDArray y = c.in[0].copy();
+  for (int64_t i = 0; i < y.size(); ++i)
+    f(y, i) = static_cast<float>(f(c.in[0], i) * a + (1 - a) * sum / double(len));
+  return std::vector<NDArray>{y};
+});
+LOOM_OP_REFERENCE("_image_random_saturation", [](const RefCall& c) {
+  const double a = std::stod(c.attrs.dict.at("min_factor"));
+  const int64_t C = c.in[0].shape()[2];
+  NDArray y = c.in[0].copy();
+  if (C == 3)
+    for (int64_t i = 0; i < y.size(); ++i) {
+      const double gray = f(c.in[0], (i / 3) * 3 + 2) * 0.114;  // MXNet 1.9.1's gray
+      f(y, i) = static_cast<float>(gray * (1 - a) + f(c.in[0], i) * a);
+    }
+  return std::vector<NDArray>{y};
+});
+
 // Gradient multiplier: the gradient is the head gradient times the scalar; the STEs pass it.
+TEST(OpsExtra, RandomFlipStatistics) {
+  // Over many calls each of the two outcomes (flipped, unchanged) appears, nothing else.
+  ImperativeOp inst("_image_random_flip_left_right", {}, {Shape{1, 2, 1}});
+  NDArray x(Shape{1, 2, 1});
+  f(x, 0) = 1.f;
+  f(x, 1) = 2.f;
+  int flipped = 0;
+  const int n = 400;
+  for (int t = 0; t < n; ++t) {
+    auto out = inst.forward({x}, true);
+    const bool fl = f(out[0], 0) == 2.f && f(out[0], 1) == 1.f;
+    const bool same = f(out[0], 0) == 1.f && f(out[0], 1) == 2.f;
+    ASSERT_TRUE(fl || same);
+    flipped += fl;
+  }
+  EXPECT_GT(flipped, n / 2 - 60);
+  EXPECT_LT(flipped, n / 2 + 60);
+}
+
+TEST(OpsExtra, RandomBrightnessWithinFactors) {
+  ImperativeOp inst("_image_random_brightness", {{"min_factor", "0.5"}, {"max_factor", "1.5"}},
+                    {Shape{1, 1, 3}});
+  NDArray x = NDArray::full(Shape{1, 1, 3}, 2.f);
+  double lo = 9, hi = 0;
+  for (int t = 0; t < 300; ++t) {
+    auto out = inst.forward({x}, true);
+    const float v = f(out[0], 0);
+    EXPECT_FLOAT_EQ(f(out[0], 1), v);  // one factor per call
+    lo = std::min<double>(lo, v);
+    hi = std::max<double>(hi, v);
+  }
+  EXPECT_GE(lo, 1.0);
+  EXPECT_LE(hi, 3.0);
+  EXPECT_LT(lo, 1.2);
+  EXPECT_GT(hi, 2.8);
+}
+
 TEST(OpsExtra, GradientMultiplierAndSte) {
   for (const auto& [op, scale] : std::vector<std::pair<std::string, float>>{
            {"_contrib_gradientmultiplier", -3.f}, {"_contrib_round_ste", 1.f},
