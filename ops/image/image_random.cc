@@ -9,10 +9,16 @@
 //       (1 channel: unchanged), a ~ U(min, max). As MXNet 1.9.1, `gray` is 0.114·B only (its
 //       loop overwrites the sum instead of accumulating).
 //   _image_random_lighting(data, alpha_std): _image_adjust_lighting with alpha ~ N(0, std)³.
+//   _image_random_hue(data, min_factor, max_factor): rotates the hue (OpenCV-style HLS, on
+//       0..255 values) by a·360°, a ~ U(min, max) (1 channel: unchanged).
+//   _image_random_color_jitter(data, brightness, contrast, saturation, hue): in a random
+//       order, each enabled (> 0) stage: brightness/contrast/saturation with a factor
+//       1 + U(−v, v), hue with U(−v, v); every stage rounds through the element type.
 // Results saturate into uint8 ([0, 255], truncated) as MXNet's. The gradient is a copy of the
 // head gradient (MXNet's "_copy"), whatever the draw.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "ops/infer.h"
@@ -21,7 +27,97 @@
 namespace loom {
 namespace {
 
-enum class Rnd { kFlipLR, kFlipTB, kBrightness, kContrast, kSaturation, kLighting };
+enum class Rnd {
+  kFlipLR, kFlipTB, kBrightness, kContrast, kSaturation, kLighting, kHue, kJitter
+};
+
+struct JitterParam {
+  double brightness, contrast, saturation, hue;
+};
+const auto kJitterSchema =
+    ParamSchema<JitterParam>()
+        .required("brightness", &JitterParam::brightness, "How much to jitter brightness.")
+        .required("contrast", &JitterParam::contrast, "How much to jitter contrast.")
+        .required("saturation", &JitterParam::saturation, "How much to jitter saturation.")
+        .required("hue", &JitterParam::hue, "How much to jitter hue.");
+
+// ---- colour stages on a float copy of an (len, C) image; `rt` rounds through the element
+// type as MXNet's stages, which write their output array before the next reads it.
+using Round = float (*)(float);
+void stage_brightness(std::vector<float>& b, float a, Round rt) {
+  for (float& v : b) v = rt(v * a);
+}
+void stage_contrast(std::vector<float>& b, float a, int64_t C, Round rt) {
+  static const float coef[3] = {0.299f, 0.587f, 0.114f};
+  const int64_t len = static_cast<int64_t>(b.size()) / C;
+  float sum = 0;
+  if (C > 1) {
+    for (int64_t l = 0; l < len; ++l)
+      for (int c = 0; c < 3; ++c) sum += b[static_cast<size_t>(l * 3 + c)] * coef[c];
+  } else {
+    for (float v : b) sum += v;
+  }
+  const float beta = (1 - a) * (sum / static_cast<float>(len));
+  for (float& v : b) v = rt(v * a + beta);
+}
+void stage_saturation(std::vector<float>& b, float a, int64_t C, Round rt) {
+  if (C == 1) return;
+  for (size_t l = 0; l < b.size(); l += 3) {
+    const float gray = b[l + 2] * 0.114f * (1.f - a);  // MXNet 1.9.1's gray (see above)
+    for (size_t c = 0; c < 3; ++c) b[l + c] = rt(gray + b[l + c] * a);
+  }
+}
+void rgb_to_hls(float r, float g, float b, float* h, float* l, float* s) {
+  r /= 255.f;
+  g /= 255.f;
+  b /= 255.f;
+  const float vmax = std::fmax(std::fmax(r, g), b), vmin = std::fmin(std::fmin(r, g), b);
+  float diff = vmax - vmin;
+  *h = 0;
+  *s = 0;
+  *l = (vmax + vmin) * 0.5f;
+  if (diff > std::numeric_limits<float>::epsilon()) {
+    *s = *l < 0.5f ? diff / (vmax + vmin) : diff / (2.0f - vmax - vmin);
+    diff = 60.f / diff;
+    if (vmax == r) *h = (g - b) * diff;
+    else if (vmax == g) *h = (b - r) * diff + 120.f;
+    else *h = (r - g) * diff + 240.f;
+    if (*h < 0.f) *h += 360.f;
+  }
+}
+void hls_to_rgb(float h, float l, float s, float* r, float* g, float* b) {
+  static const int sectors[6][3] = {{1, 3, 0}, {1, 0, 2}, {3, 0, 1},
+                                    {0, 2, 1}, {0, 1, 3}, {2, 1, 0}};
+  float R = l, G = l, B = l;
+  if (s != 0) {
+    const float p2 = l <= 0.5f ? l * (1 + s) : l + s - l * s;
+    const float p1 = 2 * l - p2;
+    h *= 1.f / 60.f;
+    while (h < 0) h += 6;
+    while (h >= 6) h -= 6;
+    const int sec = static_cast<int>(h);
+    h -= static_cast<float>(sec);
+    const float tab[4] = {p2, p1, p1 + (p2 - p1) * (1 - h), p1 + (p2 - p1) * h};
+    B = tab[sectors[sec][0]];
+    G = tab[sectors[sec][1]];
+    R = tab[sectors[sec][2]];
+  }
+  *r = R * 255.f;
+  *g = G * 255.f;
+  *b = B * 255.f;
+}
+void stage_hue(std::vector<float>& b, float a, int64_t C, Round rt) {
+  if (C == 1) return;
+  for (size_t i = 0; i < b.size(); i += 3) {
+    float h, l, s, r, g, bl;
+    rgb_to_hls(b[i], b[i + 1], b[i + 2], &h, &l, &s);
+    h += a * 360.f;
+    hls_to_rgb(h, l, s, &r, &g, &bl);
+    b[i] = rt(r);
+    b[i + 1] = rt(g);
+    b[i + 2] = rt(bl);
+  }
+}
 
 struct EnhanceParam {
   double min_factor, max_factor;
@@ -70,10 +166,12 @@ class RandomAugKernel final : public Kernel {
     H_ = s[0];
     W_ = s[1];
     C_ = s[2];
-    if constexpr (R == Rnd::kBrightness || R == Rnd::kContrast || R == Rnd::kSaturation) {
+    if constexpr (R == Rnd::kBrightness || R == Rnd::kContrast || R == Rnd::kSaturation ||
+                  R == Rnd::kHue) {
       lo_ = a.attrs.param<EnhanceParam>().min_factor;
       hi_ = a.attrs.param<EnhanceParam>().max_factor;
     }
+    if constexpr (R == Rnd::kJitter) jit_ = a.attrs.param<JitterParam>();
     if constexpr (R == Rnd::kLighting) {
       lo_ = a.attrs.param<LightingParam>().alpha_std;
       if (lo_ < 0) throw ParamError(what_ + ": alpha_std must be >= 0");
@@ -100,10 +198,14 @@ class RandomAugKernel final : public Kernel {
                                       {55.46f * -0.5836f, 4.794f * -0.6948f, 1.148f * 0.4203f}};
       for (int c = 0; c < 3; ++c)
         pca[c] = eig[c][0] * al[0] + eig[c][1] * al[1] + eig[c][2] * al[2];
-    } else {
+    } else if constexpr (R != Rnd::kJitter) {
       f = lo_ == hi_ ? static_cast<float>(lo_)
                      : std::uniform_real_distribution<float>(static_cast<float>(lo_),
                                                              static_cast<float>(hi_))(rng);
+    }
+    if constexpr (R == Rnd::kHue || R == Rnd::kJitter) {
+      staged(rng, f, in[0], req[0], out[0]);
+      return;
     }
     tensor::dispatch_numeric(t_, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -157,10 +259,50 @@ class RandomAugKernel final : public Kernel {
   }
 
  private:
+  // Hue and colour jitter: stages on a float copy, rounding through T after each.
+  void staged(std::mt19937_64& rng, float f, const NDArray& src, Req req, const NDArray& dst) {
+    int order[4] = {0, 1, 2, 3};
+    float amount[4] = {0, 0, 0, 0};
+    if constexpr (R == Rnd::kJitter) {
+      std::shuffle(order, order + 4, rng);
+      const double v[4] = {jit_.brightness, jit_.contrast, jit_.saturation, jit_.hue};
+      for (int k = 0; k < 4; ++k) {
+        const int st = order[k];
+        if (v[st] <= 0) continue;
+        const auto u = std::uniform_real_distribution<float>(static_cast<float>(-v[st]),
+                                                             static_cast<float>(v[st]))(rng);
+        amount[st] = st == 3 ? u : 1.f + u;
+      }
+    }
+    tensor::dispatch_numeric(t_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* x = src.data<T>();
+      const int64_t n = src.size();
+      std::vector<float> b(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) b[static_cast<size_t>(i)] = static_cast<float>(x[i]);
+      const Round rt = [](float v) { return static_cast<float>(saturate<T>(v)); };
+      if constexpr (R == Rnd::kHue) {
+        stage_hue(b, f, C_, rt);
+      } else {
+        for (int st : order) {
+          const double on[4] = {jit_.brightness, jit_.contrast, jit_.saturation, jit_.hue};
+          if (on[st] <= 0) continue;
+          if (st == 0) stage_brightness(b, amount[0], rt);
+          else if (st == 1) stage_contrast(b, amount[1], C_, rt);
+          else if (st == 2) stage_saturation(b, amount[2], C_, rt);
+          else stage_hue(b, amount[3], C_, rt);
+        }
+      }
+      tensor::write_t<T>(dst.data<T>(), req, n, [&](int64_t i) {
+        return saturate<T>(b[static_cast<size_t>(i)]);
+      });
+    }, what_);
+  }
   DType t_;
   std::string what_;
   int64_t H_ = 1, W_ = 1, C_ = 1;
   double lo_ = 0, hi_ = 0;
+  JitterParam jit_{};
 };
 
 constexpr GradDeps kOutGrad{.out_grad = true, .in_data = false, .out_data = false};
@@ -210,6 +352,18 @@ void reg(const char* name, const char* doc, const ParamSchema<P>& schema, OpSamp
                       kRandomLightingSchema,
                       {.attrs = {{"alpha_std", "0"}}, .in_shapes = {{2, 3, 3}},
                        .check_grad = false});
+  reg<Rnd::kHue>("_image_random_hue",
+                 "Rotates the hue of an RGB image by a·360 degrees, a ~ U(min_factor, "
+                 "max_factor).",
+                 kEnhanceSchema,
+                 {.attrs = {{"min_factor", "0.1"}, {"max_factor", "0.1"}},
+                  .in_shapes = {{2, 3, 3}}, .in_kinds = {"positive"}, .check_grad = false});
+  reg<Rnd::kJitter>("_image_random_color_jitter",
+                    "Random brightness, contrast, saturation and hue changes in random order.",
+                    kJitterSchema,
+                    {.attrs = {{"brightness", "0.3"}, {"contrast", "0.3"}, {"saturation", "0.3"},
+                               {"hue", "0.1"}},
+                     .in_shapes = {{2, 3, 3}}, .in_kinds = {"zeros"}, .check_grad = false});
   return true;
 }();
 

@@ -112,3 +112,11 @@ for op, kw in (("brightness", dict(min_factor=1.5, max_factor=1.5)),
             mx, "random_" + op)(V(mx), name="r", **kw), {"data": shape}, ["_image_random_" + op])
 case("ex_image_random_lighting", lambda mx: image(mx, "random_lighting")(
     V(mx), alpha_std=0.0, name="r"), {"data": (3, 4, 3)}, ["_image_random_lighting"])
+# 3 channels only: MXNet 1.9.1 leaves the output of a 1-channel image unwritten (Loom copies).
+case("ex_image_random_hue0", lambda mx: image(mx, "random_hue")(
+    V(mx), min_factor=0.15, max_factor=0.15, name="r"), {"data": (3, 4, 3)},
+    ["_image_random_hue"], init={"data": ("uniform", 0.0, 255.0)}, tol=(1e-4, 1e-3))
+# Every colour stage maps a black image to itself, whatever the draws and their order.
+case("ex_image_random_color_jitter", lambda mx: image(mx, "random_color_jitter")(
+    V(mx) * 0, brightness=0.3, contrast=0.3, saturation=0.3, hue=0.1, name="r"),
+    {"data": (3, 4, 3)}, ["_image_random_color_jitter"])

@@ -257,6 +257,38 @@ LOOM_OP_REFERENCE("_image_random_saturation", [](const RefCall& c) {
   return std::vector<NDArray>{y};
 });
 
+LOOM_OP_REFERENCE("_image_random_color_jitter",  // the sample's image is all zeros
+                  [](const RefCall& c) { return std::vector<NDArray>{same_image(c)}; });
+// Hue rotation through HLS (Python colorsys' formulas, in double).
+double hls_v(double m1, double m2, double hue) {
+  hue = hue - std::floor(hue);
+  if (hue < 1.0 / 6) return m1 + (m2 - m1) * hue * 6.0;
+  if (hue < 0.5) return m2;
+  if (hue < 2.0 / 3) return m1 + (m2 - m1) * (2.0 / 3 - hue) * 6.0;
+  return m1;
+}
+LOOM_OP_REFERENCE("_image_random_hue", [](const RefCall& c) {
+  const double a = std::stod(c.attrs.dict.at("min_factor"));
+  NDArray y = c.in[0].copy();
+  if (c.in[0].shape()[2] != 3) return std::vector<NDArray>{y};
+  for (int64_t i = 0; i < y.size(); i += 3) {
+    const double r = f(c.in[0], i) / 255.0, g = f(c.in[0], i + 1) / 255.0,
+                 b = f(c.in[0], i + 2) / 255.0;
+    const double mx = std::max({r, g, b}), mn = std::min({r, g, b});
+    const double l = (mx + mn) / 2;
+    if (mx - mn < 1e-7) continue;
+    const double s = l <= 0.5 ? (mx - mn) / (mx + mn) : (mx - mn) / (2.0 - mx - mn);
+    const double rc = (mx - r) / (mx - mn), gc = (mx - g) / (mx - mn), bc = (mx - b) / (mx - mn);
+    double h = r == mx ? bc - gc : (g == mx ? 2.0 + rc - bc : 4.0 + gc - rc);
+    h = h / 6.0 + a;
+    const double m2 = l <= 0.5 ? l * (1.0 + s) : l + s - l * s, m1 = 2.0 * l - m2;
+    f(y, i) = static_cast<float>(255.0 * hls_v(m1, m2, h + 1.0 / 3));
+    f(y, i + 1) = static_cast<float>(255.0 * hls_v(m1, m2, h));
+    f(y, i + 2) = static_cast<float>(255.0 * hls_v(m1, m2, h - 1.0 / 3));
+  }
+  return std::vector<NDArray>{y};
+});
+
 // Gradient multiplier: the gradient is the head gradient times the scalar; the STEs pass it.
 TEST(OpsExtra, RandomFlipStatistics) {
   // Over many calls each of the two outcomes (flipped, unchanged) appears, nothing else.
@@ -275,6 +307,26 @@ TEST(OpsExtra, RandomFlipStatistics) {
   }
   EXPECT_GT(flipped, n / 2 - 60);
   EXPECT_LT(flipped, n / 2 + 60);
+}
+
+TEST(OpsExtra, ColorJitterWithinLimits) {
+  // Brightness only: one factor 1 + U(-0.3, 0.3) per call; hue leaves a gray image alone.
+  ImperativeOp inst("_image_random_color_jitter",
+                    {{"brightness", "0.3"}, {"contrast", "0"}, {"saturation", "0"}, {"hue", "0.4"}},
+                    {Shape{2, 2, 3}});
+  NDArray x = NDArray::full(Shape{2, 2, 3}, 100.f);
+  double lo = 1e9, hi = 0;
+  for (int t = 0; t < 200; ++t) {
+    auto out = inst.forward({x}, true);
+    const float v = f(out[0], 0);
+    for (int64_t i = 1; i < 12; ++i) EXPECT_NEAR(f(out[0], i), v, 1e-3);
+    lo = std::min<double>(lo, v);
+    hi = std::max<double>(hi, v);
+  }
+  EXPECT_GE(lo, 70.0 - 1e-3);
+  EXPECT_LE(hi, 130.0 + 1e-3);
+  EXPECT_LT(lo, 80.0);
+  EXPECT_GT(hi, 120.0);
 }
 
 TEST(OpsExtra, RandomBrightnessWithinFactors) {
