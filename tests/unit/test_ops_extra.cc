@@ -372,6 +372,32 @@ TEST(OpsExtra, GradientMultiplierAndSte) {
   }
 }
 
+// Errors name the node and op and say what is wrong.
+void expect_error(const std::string& op, const Attrs& at, const std::vector<Shape>& in,
+                  const std::string& part) {
+  try {
+    ImperativeOp inst(op, at, in);
+    ADD_FAILURE() << op << ": no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(op), std::string::npos) << m;
+    EXPECT_NE(m.find(part), std::string::npos) << m;
+  }
+}
+TEST(OpsExtra, Errors) {
+  expect_error("_contrib_index_copy", {}, {Shape{5, 3}, Shape{2}, Shape{3, 3}}, "index_vector");
+  expect_error("_contrib_index_copy", {}, {Shape{5, 3}, Shape{3}, Shape{3, 4}}, "new_tensor");
+  expect_error("_contrib_interleaved_matmul_selfatt_qk", {{"heads", "4"}}, {Shape{3, 2, 18}},
+               "divisible");
+  expect_error("_contrib_interleaved_matmul_encdec_qk", {{"heads", "2"}},
+               {Shape{3, 2, 4}, Shape{5, 2, 6}}, "keys_values");
+  expect_error("_image_crop", {{"x", "2"}, {"y", "0"}, {"width", "3"}, {"height", "2"}},
+               {Shape{4, 4, 3}}, "x + width");
+  expect_error("_image_flip_left_right", {}, {Shape{4, 4, 2}}, "channel");
+  expect_error("_image_resize", {{"size", "(4, 4)"}, {"interp", "2"}}, {Shape{4, 4, 3}}, "interp");
+  expect_error("_np_cumsum", {{"axis", "2"}}, {Shape{4, 4}}, "axis");
+}
+
 // cumsum's gradient is the reverse running sum of the head gradient.
 TEST(OpsExtra, CumsumGradient) {
   ImperativeOp inst("cumsum", {{"axis", "0"}}, {Shape{4}});
