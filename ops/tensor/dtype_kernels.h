@@ -218,7 +218,8 @@ inline T unary_value(T x) {
   if constexpr (std::is_floating_point_v<T>) return F::f(x);
   else if constexpr (std::is_same_v<T, half_t>) return half_t(F::f(static_cast<float>(x)));
   else if constexpr (IntImpl<F>::kNative) return IntImpl<F>::f(x);
-  else return convert_value<T>(F::f(static_cast<float>(x)));
+  // Integers go through double: exact for every int32 (floor(50000001) stays 50000001).
+  else return convert_value<T>(F::f(static_cast<double>(x)));
 }
 /// z = F::f(a, b) on element type T.
 template <class F, class T>
@@ -227,7 +228,7 @@ inline T binary_value(T a, T b) {
   else if constexpr (std::is_same_v<T, half_t>)
     return half_t(F::f(static_cast<float>(a), static_cast<float>(b)));
   else if constexpr (IntImpl<F>::kNative) return IntImpl<F>::f(a, b);
-  else return convert_value<T>(F::f(static_cast<float>(a), static_cast<float>(b)));
+  else return convert_value<T>(F::f(static_cast<double>(a), static_cast<double>(b)));
 }
 
 /// d + v in T (integers wrap; float16 adds in float and rounds).

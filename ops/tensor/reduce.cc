@@ -130,11 +130,11 @@ class ReduceKernel final : public Kernel {
     } else if constexpr (K == Kind::kMax) {
       tensor::reduce(
           plan_, x, y, req, -std::numeric_limits<double>::infinity(),
-          [](double m, double v) { return v > m ? v : m; }, id);
+          [](double m, double v) { return v > m || v != v ? v : m; }, id);  // NaN wins
     } else if constexpr (K == Kind::kMin) {
       tensor::reduce(
           plan_, x, y, req, std::numeric_limits<double>::infinity(),
-          [](double m, double v) { return v < m ? v : m; }, id);
+          [](double m, double v) { return v < m || v != v ? v : m; }, id);
     } else {
       tensor::reduce(
           plan_, x, y, req, 1.0, [](double m, double v) { return m * v; }, id);
@@ -173,8 +173,9 @@ class ReduceKernel final : public Kernel {
                                : std::numeric_limits<int64_t>::max();
       auto comb = [=](A m, T v) {
         const A a = load(v);
-        if constexpr (K == Kind::kMax) return a > m ? a : m;
-        else return a < m ? a : m;
+        // A NaN propagates, as NumPy's and MXNet's max/min (a != a only for NaN).
+        if constexpr (K == Kind::kMax) return a > m || a != a ? a : m;
+        else return a < m || a != a ? a : m;
       };
       tensor::reduce_t(plan_, x, y, req, init, comb, out);
     }

@@ -366,3 +366,13 @@ def test_symbol_creation_functions(mx):
     x = mx.sym.var("x")
     r = mx.sym.arange(0, step=1, infer_range=True) + x
     assert r.infer_shape(x=(4,))[1] == [(4,)]
+
+
+def test_simple_bind_ignores_non_shape_keywords_and_max_keeps_nan(mx):
+    exe = (mx.sym.var("x") * 2).simple_bind(mx.cpu(), x=(2,), force_rebind=True)
+    assert exe.arg_dict["x"].shape == (2,)
+    a = mx.nd.array([[1.0, np.nan, 3.0], [4.0, 5.0, 6.0]])
+    np.testing.assert_array_equal(mx.nd.max(a, axis=1).asnumpy(), [np.nan, 6.0])
+    np.testing.assert_array_equal(mx.nd.min(a, axis=1).asnumpy(), [np.nan, 4.0])
+    big = mx.nd.array([50000001], dtype="int32")
+    assert int(big.floor().asnumpy()[0]) == 50000001

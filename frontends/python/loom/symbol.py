@@ -465,7 +465,8 @@ def _simple_bind(self, ctx=None, grad_req="write", type_dict=None, stype_dict=No
     (grad_req != 'null') and aux states, and returns an Executor."""
     ctx = current_context() if ctx is None else ctx
     default, reqs = _grad_reqs(self, grad_req)
-    shapes = {k: tuple(v) for k, v in kwargs.items()}
+    # Non-shape keywords (force_rebind=True, ...) are ignored, as MXNet does.
+    shapes = {k: tuple(v) for k, v in kwargs.items() if isinstance(v, (tuple, list))}
     types = {k: np.dtype(v).name for k, v in (type_dict or {}).items()}
     h = _loom._Executor.simple_bind(self, ctx, shapes, default, reqs, types)
     return Executor(h, self, ctx)
