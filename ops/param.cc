@@ -1,5 +1,7 @@
 #include "ops/param.h"
 
+#include "ops/float_tuple.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -98,6 +100,16 @@ Shape parse_shape(const std::string& text) {
     } catch (const ParamError&) {
       throw ParamError("cannot parse '" + text + "' as a tuple of integers");
     }
+  }
+  return out;
+}
+
+std::vector<float> parse_float_tuple(const std::string& text, const std::string& name) {
+  std::vector<float> out;
+  try {
+    for (const auto& it : tuple_items(text)) out.push_back(static_cast<float>(parse_float(it)));
+  } catch (const ParamError&) {
+    throw ParamError("parameter '" + name + "': cannot read '" + text + "' as a tuple of floats");
   }
   return out;
 }

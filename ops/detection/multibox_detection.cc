@@ -14,36 +14,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/float_tuple.h"
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/nn/nn_dtype.h"
 
 namespace loom {
 namespace {
-
-std::vector<float> float_list(const std::string& s, const char* name) {
-  std::vector<float> v;
-  std::string tok;
-  auto flush = [&] {
-    if (tok.empty()) return;
-    try {
-      v.push_back(static_cast<float>(parse_float(tok)));
-    } catch (const ParamError&) {
-      throw ParamError(std::string("parameter '") + name + "': cannot read '" + s +
-                       "' as a tuple of floats");
-    }
-    tok.clear();
-  };
-  for (char c : s) {
-    if (c == '(' || c == ')' || c == '[' || c == ']' || c == ' ') continue;
-    if (c == ',')
-      flush();
-    else
-      tok += c;
-  }
-  flush();
-  return v;
-}
 
 struct MBDetParam {
   bool clip;
@@ -71,7 +48,7 @@ const auto kMBDetSchema =
         .optional("nms_topk", &MBDetParam::nms_topk, -1,
                   "Keep at most this many detections before NMS, -1 for all.")
         .check([](MBDetParam& p) {
-          p.variances = float_list(p.variances_str, "variances");
+          p.variances = parse_float_tuple(p.variances_str, "variances");
           if (p.variances.size() != 4)
             throw ParamError("variances must have 4 values, got " + p.variances_str);
         });

@@ -16,36 +16,12 @@
 #include <cmath>
 #include <numeric>
 
+#include "ops/float_tuple.h"
 #include "ops/dtype_policy.h"
 #include "ops/vision/vision_util.h"
 
 namespace loom {
 namespace {
-
-// "(0.5, 1, 2)", "[1]", "0.75" -> floats; throws ParamError naming the parameter.
-std::vector<float> float_tuple(const std::string& s, const char* name) {
-  std::vector<float> v;
-  std::string tok;
-  auto flush = [&] {
-    if (tok.empty()) return;
-    try {
-      v.push_back(static_cast<float>(parse_float(tok)));
-    } catch (const ParamError&) {
-      throw ParamError(std::string("parameter '") + name + "': cannot read '" + s +
-                       "' as a tuple of floats");
-    }
-    tok.clear();
-  };
-  for (char c : s) {
-    if (c == '(' || c == ')' || c == '[' || c == ']' || c == ' ') continue;
-    if (c == ',')
-      flush();
-    else
-      tok += c;
-  }
-  flush();
-  return v;
-}
 
 void float_types(const OpAttrs&, std::vector<DType>& in, std::vector<DType>& out) {
   vision::infer_type_shared(in, out, in.size());
@@ -363,10 +339,10 @@ const auto kPriorSchema =
         .optional("offsets", &PriorParam::offsets_str, std::string("(0.5, 0.5)"),
                   "Box centre offsets (y, x) within a cell.")
         .check([](PriorParam& p) {
-          p.sizes = float_tuple(p.sizes_str, "sizes");
-          p.ratios = float_tuple(p.ratios_str, "ratios");
-          p.steps = float_tuple(p.steps_str, "steps");
-          p.offsets = float_tuple(p.offsets_str, "offsets");
+          p.sizes = parse_float_tuple(p.sizes_str, "sizes");
+          p.ratios = parse_float_tuple(p.ratios_str, "ratios");
+          p.steps = parse_float_tuple(p.steps_str, "steps");
+          p.offsets = parse_float_tuple(p.offsets_str, "offsets");
           if (p.sizes.empty() || p.ratios.empty())
             throw ParamError("parameters 'sizes' and 'ratios' must not be empty");
           if (p.steps.size() != 2) throw ParamError("parameter 'steps' must have 2 values");

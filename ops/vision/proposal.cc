@@ -15,6 +15,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "ops/float_tuple.h"
 #include "ops/dtype_policy.h"
 #include "ops/vision/vision_util.h"
 
@@ -28,32 +29,6 @@ struct ProposalParam {
   std::vector<float> scales, ratios;
   bool output_score, iou_loss;
 };
-
-// "(8, 16, 32)", "[0.5,1]", "4" -> floats.
-std::vector<float> parse_float_tuple(const std::string& s, const char* name) {
-  std::vector<float> v;
-  std::string tok;
-  auto flush = [&] {
-    if (tok.empty()) return;
-    try {
-      v.push_back(static_cast<float>(parse_float(tok)));
-    } catch (const ParamError&) {
-      throw ParamError(std::string("parameter '") + name + "': cannot read '" + s +
-                       "' as a tuple of floats");
-    }
-    tok.clear();
-  };
-  for (char c : s) {
-    if (c == '(' || c == ')' || c == '[' || c == ']' || c == ' ') continue;
-    if (c == ',')
-      flush();
-    else
-      tok += c;
-  }
-  flush();
-  if (v.empty()) throw ParamError(std::string("parameter '") + name + "' must not be empty");
-  return v;
-}
 
 const auto kProposalSchema =
     ParamSchema<ProposalParam>()
