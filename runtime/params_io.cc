@@ -141,13 +141,21 @@ int read_type_flag(Reader& r, const std::string& field) {
 
 // Reads one record. Records Loom cannot represent but can skip (sparse storage, exotic
 // dtypes) yield a none array and set *deferred, so the final error can quote the name.
-NDArray read_array(Reader& r, size_t index, std::string* deferred) {
+NDArray read_array(Reader& r, size_t index, std::string* deferred, ShapeSemantics mode) {
   const std::string label = "array " + std::to_string(index);
   const uint32_t magic = r.get<uint32_t>("record magic of " + label);
   Version ver = Version::kV0;
   if (magic == kV1Magic) ver = Version::kV1;
   if (magic == kV2Magic) ver = Version::kV2;
   if (magic == kV3Magic) ver = Version::kV3;
+  if (mode == ShapeSemantics::kLegacy && ver == Version::kV3)
+    r.fail(r.pos() - 4, label + " was saved with NumPy shape semantics (V3 record) and must be "
+                        "loaded with them: load it inside `with mx.np_shape(True)` or a "
+                        "function decorated with `mx.use_np_shape`");
+  if (mode == ShapeSemantics::kNumpy && ver != Version::kV3)
+    r.fail(r.pos() - 4, label + " was saved with legacy shape semantics (not a V3 record) "
+                        "and cannot be loaded with NumPy shape semantics on: load it inside "
+                        "`with mx.np_shape(False)`");
 
   int32_t stype = 0;
   Shape storage_shape;
@@ -238,7 +246,8 @@ NamedArrays NamedArrays::from_map(const std::map<std::string, NDArray>& m) {
   return out;
 }
 
-NamedArrays load_params_from_bytes(const std::string& bytes, const std::string& what) {
+NamedArrays load_params_from_bytes(const std::string& bytes, const std::string& what,
+                                   ShapeSemantics mode) {
   Reader r(bytes, what);
   const uint64_t magic = r.get<uint64_t>("list magic");
   if (magic != kListMagic)
@@ -255,7 +264,7 @@ NamedArrays load_params_from_bytes(const std::string& bytes, const std::string& 
   size_t deferred_index = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const bool had = !deferred.empty();
-    out.arrays.push_back(read_array(r, i, &deferred));
+    out.arrays.push_back(read_array(r, i, &deferred, mode));
     if (!had && !deferred.empty()) deferred_index = i;
   }
   const size_t names_at = r.pos();
@@ -282,16 +291,21 @@ NamedArrays load_params_from_bytes(const std::string& bytes, const std::string& 
   return out;
 }
 
-NamedArrays load_params(const std::string& path) {
-  return load_params_from_bytes(read_file_bytes(path), path);
+NamedArrays load_params(const std::string& path, ShapeSemantics mode) {
+  return load_params_from_bytes(read_file_bytes(path), path, mode);
 }
 
-std::string save_params_to_bytes(const NamedArrays& params) {
+std::string save_params_to_bytes(const NamedArrays& params, ShapeSemantics mode) {
   if (!params.names.empty() && params.names.size() != params.arrays.size())
     throw Error("save_params: " + std::to_string(params.names.size()) + " names for " +
                 std::to_string(params.arrays.size()) + " arrays");
-  bool numpy_shape = false;
-  for (const auto& a : params.arrays) numpy_shape |= !a.is_none() && a.shape().ndim() == 0;
+  bool has_scalar = false;
+  for (const auto& a : params.arrays) has_scalar |= !a.is_none() && a.shape().ndim() == 0;
+  if (has_scalar && mode == ShapeSemantics::kLegacy)
+    throw Error("save_params: a 0-dim (scalar) array needs NumPy shape semantics: save it "
+                "inside `with mx.np_shape(True)`");
+  const bool numpy_shape =
+      mode == ShapeSemantics::kNumpy || (mode == ShapeSemantics::kAuto && has_scalar);
 
   std::string out;
   put<uint64_t>(out, kListMagic);
@@ -322,8 +336,8 @@ std::string save_params_to_bytes(const NamedArrays& params) {
   return out;
 }
 
-void save_params(const std::string& path, const NamedArrays& params) {
-  write_file_atomic(path, save_params_to_bytes(params));
+void save_params(const std::string& path, const NamedArrays& params, ShapeSemantics mode) {
+  write_file_atomic(path, save_params_to_bytes(params, mode));
 }
 
 CheckpointParams split_checkpoint(const NamedArrays& params, const std::string& what) {

@@ -229,6 +229,37 @@ TEST(ParamsIo, V3NumpyShapeScalarsAndUnknown) {
   EXPECT_EQ(save_params_to_bytes(p), b.s);
 }
 
+TEST(ParamsIo, ShapeSemanticsFollowMXNetsNpShapeRule) {
+  const std::string v2_file = two_array_file();
+  NamedArrays p = load_params_from_bytes(v2_file, "v2.params");
+  // Legacy mode writes V2 (the file MXNet writes); NumPy mode writes every record as V3 with
+  // the same payload, 4 bytes of magic differing per record.
+  EXPECT_EQ(save_params_to_bytes(p, ShapeSemantics::kLegacy), v2_file);
+  const std::string v3_file = save_params_to_bytes(p, ShapeSemantics::kNumpy);
+  ASSERT_EQ(v3_file.size(), v2_file.size());
+  size_t differing = 0;
+  for (size_t i = 0; i < v2_file.size(); ++i) differing += v2_file[i] != v3_file[i];
+  EXPECT_EQ(differing, 2u);  // the low byte of each record's magic: 0xC9 -> 0xCA
+  // Each file loads in its own mode (and in kAuto), and is refused in the other one.
+  auto mode_error = [](const std::string& bytes, ShapeSemantics mode) {
+    return error_of([&] { load_params_from_bytes(bytes, "f.params", mode); });
+  };
+  EXPECT_EQ(mode_error(v2_file, ShapeSemantics::kLegacy), "(no error)");
+  EXPECT_EQ(mode_error(v3_file, ShapeSemantics::kNumpy), "(no error)");
+  NamedArrays back = load_params_from_bytes(v3_file, "f.params", ShapeSemantics::kNumpy);
+  EXPECT_EQ(back.arrays[0].shape(), (Shape{2, 3}));
+  EXPECT_EQ(back.arrays[1].at(2), 3.25);
+  const std::string in_legacy = mode_error(v3_file, ShapeSemantics::kLegacy);
+  EXPECT_HAS(in_legacy, "f.params");
+  EXPECT_HAS(in_legacy, "array 0");
+  EXPECT_HAS(in_legacy, "np_shape(True)");
+  EXPECT_HAS(mode_error(v2_file, ShapeSemantics::kNumpy), "np_shape(False)");
+  // A scalar has no V2 form: legacy mode refuses to write it instead of losing it.
+  NamedArrays scalar;
+  scalar.arrays.push_back(NDArray::zeros(Shape(), DType::kFloat32));
+  EXPECT_THROW(save_params_to_bytes(scalar, ShapeSemantics::kLegacy), Error);
+}
+
 TEST(ParamsIo, EveryTruncationThrowsFormatError) {
   Bytes legacy;
   legacy.header(3).u32(kV1).i32(1).i64(2).i32(1).i32(0).i32(0).values<float>({1.f, 2.f});

@@ -116,23 +116,30 @@ def _shape(shape):
 def save(fname, data):
     """Saves an NDArray, a list of NDArrays or a dict str -> NDArray as MXNet's .params."""
     names, arrays = _to_named(data)
-    _loom._save_params(str(fname), names, arrays)
+    _loom._save_params(str(fname), names, arrays, _np_shape_flag())
 
 
 def load(fname):
     """Loads a .params file: a dict when it was saved from a dict, else a list."""
-    names, arrays = _loom._load_params(str(fname))
+    names, arrays = _loom._load_params(str(fname), _np_shape_flag())
     return dict(zip(names, arrays)) if names else list(arrays)
 
 
 def load_frombuffer(buf):
-    names, arrays = _loom._load_params_bytes(bytes(buf))
+    names, arrays = _loom._load_params_bytes(bytes(buf), _np_shape_flag())
     return dict(zip(names, arrays)) if names else list(arrays)
 
 
 def save_tobuffer(data):
     names, arrays = _to_named(data)
-    return _loom._save_params_bytes(names, arrays)
+    return _loom._save_params_bytes(names, arrays, _np_shape_flag())
+
+
+def _np_shape_flag():
+    # MXNet writes V3 records under np_shape and V2 otherwise, and loads each only in its
+    # own mode; the C++ side applies that rule.
+    from .util import is_np_shape
+    return is_np_shape()
 
 
 def _to_named(data):
