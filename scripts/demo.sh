@@ -13,7 +13,7 @@ generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 if [ ! -f build-demo/CMakeCache.txt ]; then
   cmake -S . -B build-demo "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-        "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DLOOM_CUDA=OFF -DLOOM_TESTS=OFF \
+        "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG" -DLOOM_CUDA=OFF -DLOOM_MPI=OFF -DLOOM_TESTS=OFF \
         -DLOOM_PYTHON=OFF >/dev/null
 fi
 cmake --build build-demo -j "$(nproc)" --target train_mlp

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 demo=0
 [ "${1:-}" = "--demo" ] && demo=1
 pkgs=(cmake g++ make ninja-build libdnnl-dev nlohmann-json3-dev)
-((demo)) || pkgs+=(libgtest-dev libbenchmark-dev graphviz)
+((demo)) || pkgs+=(libgtest-dev libbenchmark-dev graphviz libopenmpi-dev openmpi-bin)
 # Python: venv support and headers for the extension, unless python3 on PATH has both.
 if ((demo)); then
   :

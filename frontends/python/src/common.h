@@ -65,5 +65,6 @@ void init_imperative(py::module_& m);
 void init_params(py::module_& m);
 void init_custom_op(py::module_& m);
 void init_step(py::module_& m);
+void init_dist(py::module_& m);
 
 }  // namespace loom::pyb

@@ -14,4 +14,5 @@ PYBIND11_MODULE(_loom, m) {
   init_params(m);
   init_custom_op(m);
   init_step(m);
+  init_dist(m);
 }

@@ -1,0 +1,160 @@
+"""Data-parallel communication between the processes of one job (``loom.dist``).
+
+A process started by ``mpirun`` (or another MPI launcher: PMI, PMIx, SLURM) is one rank of a
+job; a process started on its own is a job of one rank and needs no MPI::
+
+    mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 python train.py
+
+    import loom as mx
+    mx.dist.init()                      # world size 1 without a launcher
+    g = mx.dist.allreduce(grad, op='mean')
+
+Collectives take an NDArray or anything NumPy accepts and return a new array of the same
+kind (an NDArray on the input's context, or a NumPy array); every rank must call the same
+collectives in the same order with the same shapes. A blocking call that does not complete
+within ``LOOM_DIST_TIMEOUT_S`` seconds (default 300) raises :class:`DistError` naming the
+collective and rank. An uncaught exception on a rank of a multi-rank job ends the whole job
+(MPI_Abort), so no other rank waits forever.
+"""
+
+import sys
+
+import numpy as _np
+
+from . import _loom
+
+DistError = _loom.DistError
+
+__all__ = ["init", "finalize", "is_initialized", "rank", "size", "backend", "backends",
+           "barrier", "allreduce", "broadcast", "allgather", "reduce_scatter", "check_same",
+           "stats", "reset_stats", "set_timeout", "DistError"]
+
+
+def init(backend="auto"):
+    """Joins the job: the "mpi" back end under a launcher, "local" (world size 1) without one.
+
+    ``backend`` ("auto", "local", "mpi", "nccl"; or env ``LOOM_DIST_BACKEND``). Calling it
+    again is a no-op. With more than one rank, an uncaught Python exception on this rank
+    prints its traceback and then aborts every rank.
+    """
+    _loom.dist_init(backend)
+    if _loom.dist_size() > 1 and not getattr(sys.excepthook, "_loom_dist", False):
+        previous = sys.excepthook
+
+        def abort_job(etype, value, tb):
+            previous(etype, value, tb)
+            _loom.dist_abort(1, "uncaught %s: %s; aborting every rank" % (etype.__name__, value))
+
+        abort_job._loom_dist = True
+        sys.excepthook = abort_job
+
+
+def finalize():
+    """Leaves the job (MPI_Finalize); every rank calls it after its last collective. Also run
+    at process exit."""
+    _loom.dist_finalize()
+
+
+def is_initialized():
+    return _loom.dist_initialized()
+
+
+def rank():
+    """This process's rank (0 without a launcher)."""
+    return _loom.dist_rank()
+
+
+def size():
+    """The number of ranks in the job (1 without a launcher)."""
+    return _loom.dist_size()
+
+
+def backend():
+    """The back end in use: "local", "mpi" or "nccl"."""
+    return _loom.dist_backend()
+
+
+def backends():
+    """The back ends compiled into this build."""
+    return list(_loom.dist_backends())
+
+
+def barrier():
+    """Returns once every rank has called it."""
+    _loom.dist_barrier()
+
+
+def _to_numpy(data):
+    """A C-contiguous NumPy copy of `data` and a function wrapping a result back into data's
+    kind (an NDArray on the same context, or NumPy)."""
+    from .ndarray import NDArray, array
+    if isinstance(data, NDArray):
+        ctx, dtype = data.context, data.dtype
+        return (_np.ascontiguousarray(data.asnumpy()),
+                lambda out: array(out, ctx=ctx, dtype=dtype))
+    return _np.array(data, copy=True, order="C"), lambda out: out
+
+
+def allreduce(data, op="sum", scale=1.0):
+    """The element-wise reduction of `data` over ranks: ``op`` "sum" or "mean" (sum / size),
+    times ``scale`` (floats only). float16 is summed in float32 and rounded per step."""
+    buf, wrap = _to_numpy(data)
+    _loom.dist_allreduce(buf, op, float(scale))
+    return wrap(buf)
+
+
+def broadcast(data, root=0):
+    """Rank ``root``'s `data` on every rank (same shape and dtype on every rank)."""
+    buf, wrap = _to_numpy(data)
+    _loom.dist_broadcast(buf, int(root))
+    return wrap(buf)
+
+
+def allgather(data):
+    """Every rank's `data` concatenated along axis 0 in rank order (shape (size*n0, ...));
+    every rank passes the same shape."""
+    buf, wrap = _to_numpy(data)
+    if buf.ndim == 0:
+        buf = buf.reshape(1)
+    n = _loom.dist_size()
+    full = _np.zeros((n * buf.shape[0],) + buf.shape[1:], dtype=buf.dtype)
+    r = _loom.dist_rank()
+    full[r * buf.shape[0]:(r + 1) * buf.shape[0]] = buf
+    _loom.dist_allgather_inplace(full)
+    return wrap(full)
+
+
+def reduce_scatter(data, op="sum", scale=1.0):
+    """This rank's part of the reduction: `data`'s axis 0 is split into size equal parts and
+    rank r receives the reduction of part r (shape (n0/size, ...))."""
+    buf, wrap = _to_numpy(data)
+    n = _loom.dist_size()
+    if buf.ndim == 0 or buf.shape[0] % n:
+        raise DistError("loom.dist.reduce_scatter: axis 0 of shape %s does not split into %d "
+                        "equal parts" % (buf.shape, n))
+    out = _np.empty((buf.shape[0] // n,) + buf.shape[1:], dtype=buf.dtype)
+    _loom.dist_reduce_scatter(buf, out, op, float(scale))
+    return wrap(out)
+
+
+def check_same(tag, data):
+    """Raises DistError on every rank, naming the ranks that differ from rank 0, unless every
+    rank passes the same `data` (bytes or str) under `tag`."""
+    if isinstance(data, str):
+        data = data.encode()
+    _loom.dist_check_same(str(tag), bytes(data))
+
+
+def stats():
+    """Counts of the collectives issued so far (allreduce, reduce_scatter, all_gather,
+    broadcast, barrier, collectives) and the bytes this rank contributed."""
+    return dict(_loom.dist_stats())
+
+
+def reset_stats():
+    _loom.dist_reset_stats()
+
+
+def set_timeout(seconds):
+    """Seconds a collective may wait before DistError (0: no limit)."""
+    _loom.dist_set_timeout(float(seconds))

@@ -1,0 +1,237 @@
+// The NCCL back end (GPU buffers): collectives on a communicator stream, completion by a CUDA
+// event, so waits poll and stay bounded by LOOM_DIST_TIMEOUT_S (ncclCommAbort on failure).
+// Compiled when the CUDA layer is and nccl.h exists. libnccl is opened on first use, as cuBLAS
+// is: a CPU-only process never maps it.
+//
+// Rendezvous: rank 0's ncclUniqueId reaches the other ranks through a broadcast over the "mpi"
+// back end (the job is started by mpirun or another MPI launcher); with one rank no bootstrap
+// is needed. Each rank drives the GPU numbered by its local rank (OMPI_COMM_WORLD_LOCAL_RANK,
+// MPI_LOCALRANKID, SLURM_LOCALID or LOCAL_RANK) modulo the visible devices.
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/dist/communicator.h"
+#include "runtime/dtype_traits.h"
+
+namespace loom::dist {
+namespace {
+
+// The NCCL entry points Loom calls, resolved from libnccl at first use.
+struct NcclApi {
+  decltype(&ncclGetUniqueId) get_unique_id;
+  decltype(&ncclCommInitRank) comm_init_rank;
+  decltype(&ncclCommDestroy) comm_destroy;
+  decltype(&ncclCommAbort) comm_abort;
+  decltype(&ncclCommGetAsyncError) comm_get_async_error;
+  decltype(&ncclGetErrorString) get_error_string;
+  decltype(&ncclRedOpCreatePreMulSum) red_op_create_pre_mul_sum;
+  decltype(&ncclRedOpDestroy) red_op_destroy;
+  decltype(&ncclAllReduce) all_reduce;
+  decltype(&ncclReduceScatter) reduce_scatter;
+  decltype(&ncclAllGather) all_gather;
+  decltype(&ncclBroadcast) broadcast;
+};
+
+template <class F>
+void resolve(void* lib, const char* name, F& fn) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  if (!fn) throw DistError(std::string("loom.dist: libnccl has no ") + name + " (NCCL >= 2.11 needed)");
+}
+
+const NcclApi& nccl() {
+  static const NcclApi api = [] {
+    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_GLOBAL);
+    if (!lib)
+      throw DistError(std::string("loom.dist: the nccl back end cannot load libnccl.so.2: ") +
+                      dlerror());
+    NcclApi a{};
+    resolve(lib, "ncclGetUniqueId", a.get_unique_id);
+    resolve(lib, "ncclCommInitRank", a.comm_init_rank);
+    resolve(lib, "ncclCommDestroy", a.comm_destroy);
+    resolve(lib, "ncclCommAbort", a.comm_abort);
+    resolve(lib, "ncclCommGetAsyncError", a.comm_get_async_error);
+    resolve(lib, "ncclGetErrorString", a.get_error_string);
+    resolve(lib, "ncclRedOpCreatePreMulSum", a.red_op_create_pre_mul_sum);
+    resolve(lib, "ncclRedOpDestroy", a.red_op_destroy);
+    resolve(lib, "ncclAllReduce", a.all_reduce);
+    resolve(lib, "ncclReduceScatter", a.reduce_scatter);
+    resolve(lib, "ncclAllGather", a.all_gather);
+    resolve(lib, "ncclBroadcast", a.broadcast);
+    return a;
+  }();
+  return api;
+}
+
+void check_nccl(ncclResult_t rc, const std::string& what) {
+  if (rc != ncclSuccess && rc != ncclInProgress)
+    throw DistError("loom.dist: " + what + " failed: " + nccl().get_error_string(rc));
+}
+
+void check_cuda(cudaError_t rc, const std::string& what) {
+  if (rc != cudaSuccess)
+    throw DistError("loom.dist: " + what + " failed: " + cudaGetErrorString(rc));
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat64: return ncclFloat64;
+    case DType::kFloat16: return ncclFloat16;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+    default: return ncclUint8;  // moved as bytes (gather, broadcast)
+  }
+}
+
+int local_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                        "LOCAL_RANK"})
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  return 0;
+}
+
+// Done when the event recorded after the collective has passed; an asynchronous NCCL error
+// (a peer died, a network failure) becomes a DistError instead of a hang.
+class NcclRequest : public Request {
+ public:
+  NcclRequest(std::string what, double timeout_s, cudaEvent_t ev, ncclComm_t comm)
+      : Request(std::move(what), timeout_s), ev_(ev), comm_(comm) {}
+  ~NcclRequest() override { cudaEventDestroy(ev_); }
+  bool test() override {
+    const cudaError_t q = cudaEventQuery(ev_);
+    if (q == cudaSuccess) return true;
+    if (q != cudaErrorNotReady) check_cuda(q, what());
+    ncclResult_t async = ncclSuccess;
+    check_nccl(nccl().comm_get_async_error(comm_, &async), what());
+    check_nccl(async, what());
+    return false;
+  }
+
+ private:
+  cudaEvent_t ev_;
+  ncclComm_t comm_;
+};
+
+class NcclCommunicator : public Communicator {
+ public:
+  static std::unique_ptr<Communicator> create() {
+    const LaunchEnv env = launch_env();
+    std::unique_ptr<Communicator> boot;
+    ncclUniqueId id{};
+    if (env.size > 1) {
+      boot = make_backend("mpi");
+      if (boot->rank() == 0) check_nccl(nccl().get_unique_id(&id), "ncclGetUniqueId");
+      boot->broadcast(&id, sizeof id, DType::kUint8, 0);
+    } else {
+      check_nccl(nccl().get_unique_id(&id), "ncclGetUniqueId");
+    }
+    const int rank = boot ? boot->rank() : 0, size = boot ? boot->size() : 1;
+    int devices = 0;
+    check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+    if (devices == 0) throw DistError("loom.dist: the nccl back end needs a GPU; none is visible");
+    check_cuda(cudaSetDevice(local_rank() % devices), "cudaSetDevice");
+    ncclComm_t comm;
+    check_nccl(nccl().comm_init_rank(&comm, size, id, rank), "ncclCommInitRank");
+    return std::unique_ptr<Communicator>(new NcclCommunicator(comm, rank, size, std::move(boot)));
+  }
+
+  ~NcclCommunicator() override {
+    if (scratch_) cudaFree(scratch_);
+    if (stream_) cudaStreamDestroy(stream_);
+    nccl().comm_destroy(comm_);
+  }
+
+  const char* backend() const override { return "nccl"; }
+
+  [[noreturn]] void abort(int code, const std::string& message) override {
+    nccl().comm_abort(comm_);
+    if (boot_) boot_->abort(code, message);
+    Communicator::abort(code, message);
+  }
+
+ protected:
+  std::unique_ptr<Request> start_allreduce(const void* send, void* recv, size_t count, DType t,
+                                           double scale) override {
+    const std::string what = describe("allreduce", stats().allreduce, count, t);
+    return launch(what, scale, t, [&](ncclRedOp_t op) {
+      return nccl().all_reduce(send, recv, count, nccl_type(t), op, comm_, stream_);
+    });
+  }
+  std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count,
+                                                DType t, double scale) override {
+    const std::string what = describe("reduce_scatter", stats().reduce_scatter, count, t);
+    return launch(what, scale, t, [&](ncclRedOp_t op) {
+      return nccl().reduce_scatter(send, recv, count, nccl_type(t), op, comm_, stream_);
+    });
+  }
+  std::unique_ptr<Request> start_all_gather(const void* send, void* recv, size_t count,
+                                            DType t) override {
+    const std::string what = describe("all_gather", stats().all_gather, count, t);
+    const size_t bytes = count * dtype_size(t);
+    return launch(what, 1.0, DType::kUint8, [&](ncclRedOp_t) {
+      return nccl().all_gather(send, recv, bytes, ncclUint8, comm_, stream_);
+    });
+  }
+  std::unique_ptr<Request> start_broadcast(void* data, size_t count, DType t, int root) override {
+    const std::string what = describe("broadcast", stats().broadcast, count, t);
+    const size_t bytes = count * dtype_size(t);
+    return launch(what, 1.0, DType::kUint8, [&](ncclRedOp_t) {
+      return nccl().broadcast(data, data, bytes, ncclUint8, root, comm_, stream_);
+    });
+  }
+  // NCCL has no barrier: a one-element allreduce on a device scratch word stands for it.
+  std::unique_ptr<Request> start_barrier() override {
+    const std::string what = "barrier #" + std::to_string(stats().barrier) + " on rank " +
+                             std::to_string(rank()) + " (nccl)";
+    return launch(what, 1.0, DType::kInt32, [&](ncclRedOp_t op) {
+      return nccl().all_reduce(scratch_, scratch_, 1, ncclInt32, op, comm_, stream_);
+    });
+  }
+
+ private:
+  NcclCommunicator(ncclComm_t comm, int rank, int size, std::unique_ptr<Communicator> boot)
+      : Communicator(rank, size), comm_(comm), boot_(std::move(boot)) {
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaMalloc(&scratch_, sizeof(int32_t)), "cudaMalloc");
+  }
+
+  // Issues one collective with ncclSum, or with a pre-multiplied sum when scale != 1 (the
+  // scale folded into the reduction: no extra pass), and records its completion event.
+  template <class Issue>
+  std::unique_ptr<Request> launch(const std::string& what, double scale, DType t, Issue issue) {
+    ncclRedOp_t op = ncclSum;
+    bool custom = false;
+    if (scale != 1.0) {
+      float f = static_cast<float>(scale);
+      uint16_t h = float_to_half_bits(f);
+      void* scalar = &f;
+      if (t == DType::kFloat64) scalar = &scale;
+      if (t == DType::kFloat16) scalar = &h;
+      check_nccl(nccl().red_op_create_pre_mul_sum(&op, scalar, nccl_type(t), ncclScalarHostImmediate,
+                                                  comm_),
+                 what);
+      custom = true;
+    }
+    check_nccl(issue(op), what);
+    if (custom) nccl().red_op_destroy(op, comm_);
+    cudaEvent_t ev;
+    check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), what);
+    check_cuda(cudaEventRecord(ev, stream_), what);
+    return std::make_unique<NcclRequest>(what, timeout_s(), ev, comm_);
+  }
+
+  ncclComm_t comm_;
+  std::unique_ptr<Communicator> boot_;
+  cudaStream_t stream_ = nullptr;
+  void* scratch_ = nullptr;
+};
+
+const bool registered = (register_backend("nccl", &NcclCommunicator::create), true);
+
+}  // namespace
+}  // namespace loom::dist
