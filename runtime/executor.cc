@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "graph/cse.h"
 #include "graph/infer.h"
 #include "graph/layout_plan.h"
 #include "ops/dtype_policy.h"
@@ -34,6 +35,7 @@ struct Executor::Step {
   bool affine_next = false;
   // Producer of a residual sum: adds its output onto the next step's output (Kernel::fuse_sum).
   bool sum_next = false;
+  size_t node = 0;  // its ExecNode (for the backward monitor)
 };
 
 Executor::~Executor() = default;
@@ -149,6 +151,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
                      const std::map<std::string, NDArray>* args_grad,
                      const std::map<std::string, NDArray>* aux, const BindOptions& opts) {
   sym_ = sym;
+  run_sym_ = env_off("MXNET_ELIMINATE_COMMON_EXPR") ? sym : eliminate_common_expr(sym);
   dev_ = opts.device;
   {
     // Executors may be bound from several threads at once.
@@ -156,7 +159,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     std::lock_guard<std::mutex> lk(seed_mu);
     rng_.seed(global_rng()());
   }
-  graph_ = std::make_unique<IndexedGraph>(sym.outputs());
+  graph_ = std::make_unique<IndexedGraph>(run_sym_.outputs());
   const IndexedGraph& g = *graph_;
   for (const auto& [name, s] : shapes) {
     bool found = false;
@@ -330,6 +333,18 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     external[e] = true;
   }
   for (auto h : eg_.heads) pinned[h] = true;
+  // Outputs given by the caller (reshape: views of the old executor's outputs), except those
+  // that are already some other array (an argument, an output written into an input).
+  for (size_t k = 0; k < std::min(opts.outputs.size(), eg_.heads.size()); ++k) {
+    const uint32_t e = eg_.heads[k];
+    bool aliased = false;
+    for (const ExecNode& n : eg_.nodes)
+      for (auto [o, i] : n.alias) aliased = aliased || n.out[static_cast<size_t>(o)] == e;
+    if (opts.outputs[k].is_none() || external[e] || aliased) continue;
+    check_array(opts.outputs[k], e, "output " + std::to_string(k) + " ('" + output_names_[k] + "')");
+    entries_[e] = opts.outputs[k];
+    external[e] = true;
+  }
 
   plan_ = plan_memory(eg_, external, pinned);
   {
@@ -525,6 +540,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       }
     } else {
       s.backward = true;
+      s.node = i;
       s.kernel = kernel_of_graph_node[n.forward_of];
       size_t nin = n.out.size();
       size_t nout = (n.in.size() - nin) / 2;
@@ -680,6 +696,23 @@ void Executor::run(std::vector<Step>& steps, bool is_train) {
     s.kernel->backward(ctx, a.subspan(0, s.n_og), a.subspan(s.n_og, s.n_id),
                        a.subspan(s.n_og + s.n_id, s.n_od), s.req,
                        a.subspan(s.n_og + s.n_id + s.n_od, s.n_ig));
+    if (bwd_monitor_ && &steps == &bwd_steps_) report_backward(s);
+  }
+}
+
+void Executor::set_backward_monitor(BackwardMonitor fn) { bwd_monitor_ = std::move(fn); }
+
+void Executor::report_backward(const Step& s) const {
+  const ExecNode& n = eg_.nodes[s.node];
+  const IndexedGraph::INode& fwd = graph_->node(n.forward_of);
+  const std::string base = fwd.node->name() + "_backward_output";
+  for (size_t j = 0; j < s.n_ig; ++j) {
+    NDArray a = s.arrays[s.n_og + s.n_id + s.n_od + j];
+    if (a.is_none() || s.req[j] == Req::kNull) {
+      const uint32_t e = fwd.inputs.at(j);
+      a = NDArray::zeros(eg_.shapes[e], eg_.types[e], dev_);
+    }
+    bwd_monitor_(s.n_ig > 1 ? base + std::to_string(j) : base, a);
   }
 }
 

@@ -1,6 +1,7 @@
 // The executor: binds arrays to a symbol and runs a flat, precomputed plan of kernel calls.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -21,7 +22,16 @@ struct BindOptions {
   std::map<std::string, DType> type_dict;
   /// Run consecutive element-wise steps (updates, EMA) chunk by chunk in one pass (CPU).
   bool fuse_chains = true;
+  /// Arrays to write outputs into, by output position (none or missing: the executor's
+  /// own). Executor.reshape passes views of the old executor's outputs, as MXNet shares them.
+  std::vector<NDArray> outputs;
 };
+
+/// Called after each backward node runs, once per gradient it computes for an input of its
+/// forward node: (`<node>_backward_output`, with the input's position appended when the
+/// node has several inputs; the array). An input whose gradient the node does not write
+/// (grad_req null, labels) gets a zero array, so every node reports all of its inputs.
+using BackwardMonitor = std::function<void(const std::string&, const NDArray&)>;
 
 class Executor {
  public:
@@ -63,6 +73,11 @@ class Executor {
   /// True when backward needs a head gradient for output i.
   bool needs_head_grad(size_t i) const;
   const Symbol& symbol() const { return sym_; }
+  /// The graph that runs: `symbol()` after common-subexpression elimination (graph/cse.h),
+  /// which bind applies unless MXNET_ELIMINATE_COMMON_EXPR=0.
+  const Symbol& optimized_symbol() const { return run_sym_; }
+  /// Installs (or, with an empty function, removes) the backward monitor.
+  void set_backward_monitor(BackwardMonitor fn);
   /// Bytes of intermediate buffers the memory plan allocated (and would without reuse).
   size_t planned_bytes() const { return plan_.total_bytes; }
   size_t unplanned_bytes() const { return plan_.naive_bytes; }
@@ -87,8 +102,10 @@ class Executor {
   void run(std::vector<Step>& steps, bool is_train);
   void fuse_chains(std::vector<Step>& steps);
   void run_chain(Step& s, const OpContext& ctx);
-  Symbol sym_;
+  void report_backward(const Step& s) const;
+  Symbol sym_, run_sym_;
   Device dev_;
+  BackwardMonitor bwd_monitor_;
   std::unique_ptr<IndexedGraph> graph_;
   ExecGraph eg_;
   MemoryPlan plan_;

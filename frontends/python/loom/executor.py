@@ -67,15 +67,27 @@ class Executor:
     def copy_params_from(self, arg_params, aux_params=None, allow_extra_params=False):
         self.handle.copy_params_from(arg_params or {}, aux_params or {}, bool(allow_extra_params))
 
+    def get_optimized_symbol(self):
+        """The symbol this executor runs: its symbol after common-subexpression elimination
+        (nodes applying one op with the same attributes to the same inputs are one node;
+        outputs that become one entry are kept apart by `_copy` nodes). Bind applies it
+        unless MXNET_ELIMINATE_COMMON_EXPR=0, as MXNet does."""
+        return self.handle.optimized_symbol
+
     def set_monitor_callback(self, callback, monitor_all=False):
         """After every forward, calls callback(name, NDArray) for each op output, named
         '<node>_<output>' (e.g. fc1_output), in graph order; with monitor_all also for each
         op input first ('<node>_<input>', e.g. fc1_weight). The values come from a second
         executor over symbol.get_internals() that shares this one's arguments (aux states
         are copied, so they are not updated twice); random ops such as Dropout draw again
-        there. callback=None removes it."""
+        there. During backward, as each node's backward runs, it is called for the gradient
+        of every input of that node, named '<node>_backward_output' (with the input's
+        position appended when the node has several: fc1_backward_output1); a gradient
+        the node does not compute (grad_req 'null', labels) is reported as zeros.
+        callback=None removes it."""
         self.__dict__.pop("forward", None)
         self._monitor = None
+        self.handle.set_backward_monitor(callback)
         if callback is None:
             return
         self._monitor = _Monitored(self, callback, bool(monitor_all))
@@ -89,15 +101,18 @@ class Executor:
 
     def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
         """A new executor of the same symbol for new input shapes (kwargs: name -> shape),
-        sharing memory with this one: arrays whose shape is unchanged are the same arrays,
-        smaller ones are views of the start of the old ones, larger ones
-        (allow_up_sizing=True) are new. Changing the shape of an argument not named in
-        kwargs needs partial_shaping=True. Like MXNet's, the two executors share state and
-        must not run concurrently."""
+        sharing memory with this one: arguments, gradients, aux states and outputs whose
+        shape is unchanged are the same arrays, smaller ones are views of the start of the
+        old ones, larger ones (allow_up_sizing=True) are new. Changing the shape of an
+        argument not named in kwargs needs partial_shaping=True. A monitor callback moves
+        to the new executor too. Like MXNet's, the two executors share state and must not
+        run concurrently."""
         from .base import MXNetError
         from . import ndarray as nd
+        from . import _loom
+        from .symbol import _grad_reqs
         shapes = {k: tuple(v) for k, v in kwargs.items()}
-        arg_shapes, _, aux_shapes = self._symbol.infer_shape(**shapes)
+        arg_shapes, out_shapes, aux_shapes = self._symbol.infer_shape(**shapes)
         if arg_shapes is None:
             raise MXNetError("Executor.reshape: the shapes given (%s) do not decide every "
                              "argument's shape" % shapes)
@@ -117,6 +132,16 @@ class Executor:
                 return nd.zeros(shape, ctx=arr.context, dtype=arr.dtype)
             return arr._reshape_view((arr.size,))._slice(0, size)._reshape_view(tuple(shape))
 
+        def output_view(arr, shape):
+            # Outputs are the executor's own memory: a smaller one is a view of the old one,
+            # a larger one a new array (MXNet's shared pool), whatever allow_up_sizing says.
+            if tuple(arr.shape) == tuple(shape):
+                return arr
+            size = int(np.prod(shape))
+            if size > arr.size:
+                return None
+            return arr._reshape_view((arr.size,))._slice(0, size)._reshape_view(tuple(shape))
+
         args, grads, aux = {}, {}, {}
         for name, a, g, shp in zip(self._arg_names, self.arg_arrays, self.grad_arrays,
                                    arg_shapes):
@@ -127,8 +152,20 @@ class Executor:
             aux[name] = resized(name, a, shp)
         reqs = {n: (r if n in grads else "null")
                 for n, r in zip(self._arg_names, self.handle.grad_reqs)}
-        return self._symbol.bind(self._ctx, args, args_grad=grads or None, grad_req=reqs,
-                                 aux_states=aux)
+        outs = [output_view(o, s) for o, s in zip(self.outputs, out_shapes)]
+        default, reqs = _grad_reqs(self._symbol, reqs)
+        h = _loom._Executor.bind(self._symbol, self._ctx, args, grads, default, reqs, aux,
+                                 outputs=outs)
+        exe = Executor(h, self._symbol, self._ctx)
+        exe.carry_monitor_from(self)
+        return exe
+
+    def carry_monitor_from(self, other):
+        """Installs `other`'s monitor callback (set_monitor_callback) on this executor, as
+        MXNet's reshape does; nothing when it has none."""
+        mon = getattr(other, "_monitor", None)
+        if mon is not None:
+            self.set_monitor_callback(mon.callback, mon.monitor_all)
 
     def debug_str(self):
         lines = ["Symbol outputs: %s" % ", ".join(self._output_names),

@@ -468,7 +468,9 @@ def _simple_bind(self, ctx=None, grad_req="write", type_dict=None, stype_dict=No
     # Non-shape keywords (force_rebind=True, ...) are ignored, as MXNet does.
     shapes = {k: tuple(v) for k, v in kwargs.items() if isinstance(v, (tuple, list))}
     types = {k: np.dtype(v).name for k, v in (type_dict or {}).items()}
-    h = _loom._Executor.simple_bind(self, ctx, shapes, default, reqs, types)
+    # A shape given here wins over a variable's __shape__ attribute, as in infer_shape.
+    h = _loom._Executor.simple_bind(_shape_overridden(self, shapes), ctx, shapes, default, reqs,
+                                    types)
     return Executor(h, self, ctx)
 
 
@@ -507,7 +509,9 @@ def _bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None, gr
             sub = garr.astype(arr.dtype)
             mirrors.append((garr, sub))
             g[name] = sub
-    h = _loom._Executor.bind(self, ctx, a, g, default, reqs, x)
+    # The arrays' shapes win over the variables' __shape__ attributes, as in infer_shape.
+    given = {k: tuple(v.shape) for k, v in a.items() if hasattr(v, "shape")}
+    h = _loom._Executor.bind(_shape_overridden(self, given), ctx, a, g, default, reqs, x)
     exe = Executor(h, self, ctx)
     exe._grad_mirrors = mirrors
     return exe

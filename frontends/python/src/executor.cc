@@ -52,13 +52,21 @@ void init_executor(py::module_& m) {
                   })
       .def_static("bind",
                   [](const Symbol& sym, py::handle ctx, py::handle args, py::handle args_grad,
-                     const std::string& default_req, py::handle reqs, py::handle aux) {
+                     const std::string& default_req, py::handle reqs, py::handle aux,
+                     py::handle outputs) {
                     BindOptions o = options(ctx, default_req, reqs, py::none());
                     auto a = array_dict(args, o.device), g = array_dict(args_grad, o.device),
                          x = array_dict(aux, o.device);
+                    if (!outputs.is_none())
+                      for (auto out : outputs)
+                        o.outputs.push_back(out.is_none() ? NDArray()
+                                                          : ndarray_from_py(out, o.device));
                     py::gil_scoped_release nogil;
                     return Executor::bind(sym, a, g, x, o);
-                  })
+                  },
+                  py::arg("sym"), py::arg("ctx"), py::arg("args"), py::arg("args_grad"),
+                  py::arg("default_req"), py::arg("reqs"), py::arg("aux"),
+                  py::arg("outputs") = py::none())
       .def("forward",
            [](Executor& e, bool is_train, py::dict inputs) {
              std::map<std::string, NDArray> in;
@@ -108,8 +116,25 @@ void init_executor(py::module_& m) {
                                for (Req r : e.grad_reqs()) v.push_back(req_name(r));
                                return v;
                              })
+      .def("set_backward_monitor",
+           [](Executor& e, py::object fn) {
+             if (fn.is_none()) {
+               e.set_backward_monitor({});
+               return;
+             }
+             // backward runs without the GIL; the callback takes it back.
+             std::shared_ptr<py::object> held(new py::object(std::move(fn)), [](py::object* p) {
+               py::gil_scoped_acquire gil;
+               delete p;
+             });
+             e.set_backward_monitor([held](const std::string& name, const NDArray& a) {
+               py::gil_scoped_acquire gil;
+               (*held)(name, a);
+             });
+           })
       .def("needs_head_grad", &Executor::needs_head_grad)
       .def_property_readonly("symbol", &Executor::symbol)
+      .def_property_readonly("optimized_symbol", &Executor::optimized_symbol)
       .def_property_readonly("planned_bytes", &Executor::planned_bytes);
 }
 

@@ -151,6 +151,10 @@ class DataParallelExecutorGroup(object):
         if exe is None:
             exe = self._bind_one(self.data_shapes + (self.label_shapes or []))
             self._exec_cache[key] = exe
+        if reshape and self.execs and getattr(exe, "_monitor", None) is None:
+            # A callback set on the executor itself follows a reshape (MXNet's
+            # Executor.reshape); a Module's monitor is installed by _bind_one.
+            exe.carry_monitor_from(self.execs[0])
         self.execs = [exe]
         self.data_arrays = [[exe.arg_dict[n]] for n in self.data_names]
         self.label_arrays = [[exe.arg_dict[n]] for n in self.label_names
