@@ -42,8 +42,8 @@ std::string Communicator::describe(const char* op, uint64_t serial, size_t count
 }
 
 double Communicator::reduction_scale(const char* op, DType t, ReduceOp rop, double scale) const {
-  if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kFloat16 &&
-      t != DType::kInt32 && t != DType::kInt64)
+  if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kFloat16 && t != DType::kInt32 &&
+      t != DType::kInt64)
     throw DistError(std::string("loom.dist: ") + op + ": cannot reduce " + dtype_name(t) +
                     " (float32, float64, float16, int32, int64)");
   const double s = rop == ReduceOp::kAverage ? scale / size_ : scale;
@@ -80,8 +80,8 @@ std::unique_ptr<Request> Communicator::ireduce_scatter(const void* send, void* r
   return start_reduce_scatter(send, recv, count, t, s);
 }
 
-void Communicator::reduce_scatter(const void* send, void* recv, size_t count, DType t,
-                                  ReduceOp op, double scale) {
+void Communicator::reduce_scatter(const void* send, void* recv, size_t count, DType t, ReduceOp op,
+                                  double scale) {
   ireduce_scatter(send, recv, count, t, op, scale)->wait();
 }
 
@@ -208,8 +208,8 @@ std::unique_ptr<Communicator> make_backend(const std::string& name) {
   if (it == registry().end()) {
     std::string have;
     for (auto& b : backends()) have += (have.empty() ? "" : ", ") + b;
-    throw DistError("loom.dist: back end '" + name + "' is not compiled into this build (" +
-                    have + ")");
+    throw DistError("loom.dist: back end '" + name + "' is not compiled into this build (" + have +
+                    ")");
   }
   return it->second();
 }
@@ -237,7 +237,8 @@ Communicator& init(const std::string& backend) {
   if (name == "auto") name = !env.source.empty() && (env.size > 1 || have_mpi) ? "mpi" : "local";
   if (name == "mpi" && !have_mpi && env.size > 1)
     throw DistError("loom.dist: the launcher started " + std::to_string(env.size) + " ranks (" +
-                    env.source + ") but this build of Loom has no MPI back end (install "
+                    env.source +
+                    ") but this build of Loom has no MPI back end (install "
                     "libopenmpi-dev and configure with LOOM_MPI)");
   w = make_backend(name);
   static const bool at_exit = (std::atexit(finalize), true);

@@ -123,12 +123,11 @@ class Communicator {
   /// wait is bounded by the timeout.
   virtual std::unique_ptr<Request> start_allreduce(const void* send, void* recv, size_t count,
                                                    DType t, double scale) = 0;
-  virtual std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv,
-                                                        size_t count, DType t, double scale) = 0;
+  virtual std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count,
+                                                        DType t, double scale) = 0;
   virtual std::unique_ptr<Request> start_all_gather(const void* send, void* recv, size_t count,
                                                     DType t) = 0;
-  virtual std::unique_ptr<Request> start_broadcast(void* data, size_t count, DType t,
-                                                   int root) = 0;
+  virtual std::unique_ptr<Request> start_broadcast(void* data, size_t count, DType t, int root) = 0;
   virtual std::unique_ptr<Request> start_barrier() = 0;
 
   /// "allreduce #12 of 11700000 float32 on rank 1 of 2": names a collective in messages.

@@ -30,8 +30,8 @@ class LocalCommunicator : public Communicator {
     copy_scaled(send, recv, count, t, scale);
     return std::make_unique<DoneRequest>();
   }
-  std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count,
-                                                DType t, double scale) override {
+  std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count, DType t,
+                                                double scale) override {
     copy_scaled(send, recv, count, t, scale);
     return std::make_unique<DoneRequest>();
   }
@@ -46,9 +46,10 @@ class LocalCommunicator : public Communicator {
   std::unique_ptr<Request> start_barrier() override { return std::make_unique<DoneRequest>(); }
 };
 
-const bool registered = (register_backend("local", [] {
-  return std::unique_ptr<Communicator>(new LocalCommunicator());
-}), true);
+const bool registered =
+    (register_backend("local",
+                      [] { return std::unique_ptr<Communicator>(new LocalCommunicator()); }),
+     true);
 
 }  // namespace
 }  // namespace loom::dist

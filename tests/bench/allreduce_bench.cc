@@ -41,14 +41,13 @@ int main(int argc, char** argv) {
   std::vector<float> a(n, 1.0f), b(n, 1.0f), c(n, 1.0f);
   std::vector<double> plain, loom_sum, loom_avg, loom_nb;
   for (int r = -2; r < rounds; ++r) {  // two warm-up rounds
-    const double tp = timed([&] {
-      MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    });
+    const double tp = timed(
+        [&] { MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
     const double ts = timed([&] { comm.allreduce(b.data(), b.data(), n, DType::kFloat32); });
-    const double ta = timed([&] {
-      comm.allreduce(c.data(), c.data(), n, DType::kFloat32, dist::ReduceOp::kAverage);
-    });
-    const double tn = timed([&] { comm.iallreduce(b.data(), b.data(), n, DType::kFloat32)->wait(); });
+    const double ta = timed(
+        [&] { comm.allreduce(c.data(), c.data(), n, DType::kFloat32, dist::ReduceOp::kAverage); });
+    const double tn =
+        timed([&] { comm.iallreduce(b.data(), b.data(), n, DType::kFloat32)->wait(); });
     if (r < 0) continue;
     plain.push_back(tp);
     loom_sum.push_back(ts);

@@ -50,11 +50,14 @@ dist::ReduceOp reduce_op(const std::string& op) {
 void init_dist(py::module_& m) {
   py::register_exception<dist::DistError>(m, "DistError", m.attr("LoomError"));
 
-  m.def("dist_init", [](const std::string& backend) {
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(call_mutex());
-    dist::init(backend);
-  }, py::arg("backend") = "auto");
+  m.def(
+      "dist_init",
+      [](const std::string& backend) {
+        py::gil_scoped_release nogil;
+        std::lock_guard<std::mutex> lock(call_mutex());
+        dist::init(backend);
+      },
+      py::arg("backend") = "auto");
   m.def("dist_initialized", &dist::initialized);
   m.def("dist_finalize", [] {
     py::gil_scoped_release nogil;
@@ -68,21 +71,26 @@ void init_dist(py::module_& m) {
   });
   m.def("dist_rank", [] { return with_world([](dist::Communicator& c) { return c.rank(); }); });
   m.def("dist_size", [] { return with_world([](dist::Communicator& c) { return c.size(); }); });
-  m.def("dist_backend", [] {
-    return with_world([](dist::Communicator& c) { return std::string(c.backend()); });
-  });
+  m.def("dist_backend",
+        [] { return with_world([](dist::Communicator& c) { return std::string(c.backend()); }); });
   m.def("dist_barrier", [] { with_world([](dist::Communicator& c) { c.barrier(); }); });
 
-  m.def("dist_allreduce", [](py::array a, const std::string& op, double scale) {
-    const Buffer b = writable(a, "allreduce");
-    with_world([&](dist::Communicator& c) {
-      c.allreduce(b.data, b.data, b.count, b.dtype, reduce_op(op), scale);
-    });
-  }, py::arg("array"), py::arg("op") = "sum", py::arg("scale") = 1.0);
-  m.def("dist_broadcast", [](py::array a, int root) {
-    const Buffer b = writable(a, "broadcast");
-    with_world([&](dist::Communicator& c) { c.broadcast(b.data, b.count, b.dtype, root); });
-  }, py::arg("array"), py::arg("root") = 0);
+  m.def(
+      "dist_allreduce",
+      [](py::array a, const std::string& op, double scale) {
+        const Buffer b = writable(a, "allreduce");
+        with_world([&](dist::Communicator& c) {
+          c.allreduce(b.data, b.data, b.count, b.dtype, reduce_op(op), scale);
+        });
+      },
+      py::arg("array"), py::arg("op") = "sum", py::arg("scale") = 1.0);
+  m.def(
+      "dist_broadcast",
+      [](py::array a, int root) {
+        const Buffer b = writable(a, "broadcast");
+        with_world([&](dist::Communicator& c) { c.broadcast(b.data, b.count, b.dtype, root); });
+      },
+      py::arg("array"), py::arg("root") = 0);
   // `full` holds size * count elements; this rank's count elements are at rank * count.
   m.def("dist_allgather_inplace", [](py::array full) {
     const Buffer b = writable(full, "allgather");
@@ -95,17 +103,19 @@ void init_dist(py::module_& m) {
       c.all_gather(mine, b.data, n, b.dtype);
     });
   });
-  m.def("dist_reduce_scatter", [](py::array full, py::array out, const std::string& op,
-                                  double scale) {
-    const Buffer s = writable(full, "reduce_scatter"), d = writable(out, "reduce_scatter");
-    with_world([&](dist::Communicator& c) {
-      if (s.dtype != d.dtype || s.count != d.count * c.size())
-        throw dist::DistError("loom.dist: reduce_scatter of " + std::to_string(s.count) +
-                              " elements into " + std::to_string(d.count) + " per rank on " +
-                              std::to_string(c.size()) + " ranks");
-      c.reduce_scatter(s.data, d.data, d.count, d.dtype, reduce_op(op), scale);
-    });
-  }, py::arg("array"), py::arg("out"), py::arg("op") = "sum", py::arg("scale") = 1.0);
+  m.def(
+      "dist_reduce_scatter",
+      [](py::array full, py::array out, const std::string& op, double scale) {
+        const Buffer s = writable(full, "reduce_scatter"), d = writable(out, "reduce_scatter");
+        with_world([&](dist::Communicator& c) {
+          if (s.dtype != d.dtype || s.count != d.count * c.size())
+            throw dist::DistError("loom.dist: reduce_scatter of " + std::to_string(s.count) +
+                                  " elements into " + std::to_string(d.count) + " per rank on " +
+                                  std::to_string(c.size()) + " ranks");
+          c.reduce_scatter(s.data, d.data, d.count, d.dtype, reduce_op(op), scale);
+        });
+      },
+      py::arg("array"), py::arg("out"), py::arg("op") = "sum", py::arg("scale") = 1.0);
   m.def("dist_check_same", [](const std::string& tag, py::bytes data) {
     const std::string bytes = data;
     with_world([&](dist::Communicator& c) { c.check_same(tag, bytes.data(), bytes.size()); });
@@ -123,9 +133,8 @@ void init_dist(py::module_& m) {
     return d;
   });
   m.def("dist_reset_stats", [] { with_world([](dist::Communicator& c) { c.reset_stats(); }); });
-  m.def("dist_set_timeout", [](double s) {
-    with_world([&](dist::Communicator& c) { c.set_timeout_s(s); });
-  });
+  m.def("dist_set_timeout",
+        [](double s) { with_world([&](dist::Communicator& c) { c.set_timeout_s(s); }); });
   // No lock: a rank aborting on an uncaught exception must not wait for another thread.
   m.def("dist_abort", [](int code, const std::string& message) {
     if (!dist::initialized()) std::_Exit(code);

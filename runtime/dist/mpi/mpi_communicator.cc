@@ -3,9 +3,8 @@
 // a wait is bounded by LOOM_DIST_TIMEOUT_S. Compiled only when CMake finds MPI (LOOM_MPI).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-
 #include <dlfcn.h>
+#include <mpi.h>
 
 #include <cstring>
 #include <exception>
@@ -148,8 +147,8 @@ class MpiCommunicator : public Communicator {
     return r;
   }
 
-  std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count,
-                                                DType t, double scale) override {
+  std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count, DType t,
+                                                double scale) override {
     const std::string what = describe("reduce_scatter", stats().reduce_scatter, count, t);
     const size_t chunk = count * dtype_size(t);
     const bool in_place = static_cast<const char*>(send) + rank() * chunk == recv;
@@ -173,19 +172,19 @@ class MpiCommunicator : public Communicator {
     const bool in_place = static_cast<const char*>(recv) + rank() * chunk == send;
     const int n = checked_count(chunk, what);
     MPI_Request req;
-    check_mpi(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, MPI_BYTE, recv, n, MPI_BYTE,
-                             comm_, &req),
-              what);
+    check_mpi(
+        MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, MPI_BYTE, recv, n, MPI_BYTE, comm_, &req),
+        what);
     return std::make_unique<MpiRequest>(what, timeout_s(), req);
   }
 
   std::unique_ptr<Request> start_broadcast(void* data, size_t count, DType t, int root) override {
-    const std::string what = describe("broadcast", stats().broadcast, count, t) + " from rank " +
-                             std::to_string(root);
+    const std::string what =
+        describe("broadcast", stats().broadcast, count, t) + " from rank " + std::to_string(root);
     MPI_Request req;
-    check_mpi(MPI_Ibcast(data, checked_count(count * dtype_size(t), what), MPI_BYTE, root, comm_,
-                         &req),
-              what);
+    check_mpi(
+        MPI_Ibcast(data, checked_count(count * dtype_size(t), what), MPI_BYTE, root, comm_, &req),
+        what);
     return std::make_unique<MpiRequest>(what, timeout_s(), req);
   }
 
@@ -226,11 +225,16 @@ class MpiCommunicator : public Communicator {
 
   static MPI_Datatype reduce_type(DType t) {
     switch (t) {
-      case DType::kFloat32: return MPI_FLOAT;
-      case DType::kFloat64: return MPI_DOUBLE;
-      case DType::kFloat16: return MPI_UINT16_T;
-      case DType::kInt32: return MPI_INT32_T;
-      default: return MPI_INT64_T;  // the base class admits nothing else
+      case DType::kFloat32:
+        return MPI_FLOAT;
+      case DType::kFloat64:
+        return MPI_DOUBLE;
+      case DType::kFloat16:
+        return MPI_UINT16_T;
+      case DType::kInt32:
+        return MPI_INT32_T;
+      default:
+        return MPI_INT64_T;  // the base class admits nothing else
     }
   }
 

@@ -39,7 +39,8 @@ struct NcclApi {
 template <class F>
 void resolve(void* lib, const char* name, F& fn) {
   fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (!fn) throw DistError(std::string("loom.dist: libnccl has no ") + name + " (NCCL >= 2.11 needed)");
+  if (!fn)
+    throw DistError(std::string("loom.dist: libnccl has no ") + name + " (NCCL >= 2.11 needed)");
 }
 
 const NcclApi& nccl() {
@@ -79,18 +80,24 @@ void check_cuda(cudaError_t rc, const std::string& what) {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::kFloat32: return ncclFloat32;
-    case DType::kFloat64: return ncclFloat64;
-    case DType::kFloat16: return ncclFloat16;
-    case DType::kInt32: return ncclInt32;
-    case DType::kInt64: return ncclInt64;
-    default: return ncclUint8;  // moved as bytes (gather, broadcast)
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kInt64:
+      return ncclInt64;
+    default:
+      return ncclUint8;  // moved as bytes (gather, broadcast)
   }
 }
 
 int local_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
-                        "LOCAL_RANK"})
+  for (const char* v :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"})
     if (const char* s = std::getenv(v)) return std::atoi(s);
   return 0;
 }
@@ -162,8 +169,8 @@ class NcclCommunicator : public Communicator {
       return nccl().all_reduce(send, recv, count, nccl_type(t), op, comm_, stream_);
     });
   }
-  std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count,
-                                                DType t, double scale) override {
+  std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count, DType t,
+                                                double scale) override {
     const std::string what = describe("reduce_scatter", stats().reduce_scatter, count, t);
     return launch(what, scale, t, [&](ncclRedOp_t op) {
       return nccl().reduce_scatter(send, recv, count, nccl_type(t), op, comm_, stream_);
@@ -212,8 +219,8 @@ class NcclCommunicator : public Communicator {
       void* scalar = &f;
       if (t == DType::kFloat64) scalar = &scale;
       if (t == DType::kFloat16) scalar = &h;
-      check_nccl(nccl().red_op_create_pre_mul_sum(&op, scalar, nccl_type(t), ncclScalarHostImmediate,
-                                                  comm_),
+      check_nccl(nccl().red_op_create_pre_mul_sum(&op, scalar, nccl_type(t),
+                                                  ncclScalarHostImmediate, comm_),
                  what);
       custom = true;
     }
