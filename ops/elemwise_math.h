@@ -44,11 +44,12 @@ struct Negative {
   template <class T>
   LOOM_HD static T d(T, T) { return -T(1.); }
 };
+// NaN stays NaN, forward and gradient, as in MXNet (x != x only for NaN).
 struct Relu {
   template <class T>
-  LOOM_HD static T f(T x) { return x > T(0.) ? x : T(0.); }
+  LOOM_HD static T f(T x) { return (x > T(0.) || x != x) ? x : T(0.); }
   template <class T>
-  LOOM_HD static T d(T x, T) { return x > T(0.) ? T(1.) : T(0.); }
+  LOOM_HD static T d(T x, T) { return x != x ? x : x > T(0.) ? T(1.) : T(0.); }
 };
 struct Sigmoid {
   template <class T>
@@ -324,9 +325,10 @@ struct Power {
   LOOM_HD static T db(T a, T b) { return fn::pow(a, b) * fn::log(a); }
 };
 // Ties send the gradient to the left operand, as MXNet (ge / lt and le / gt).
+// NaN propagates from either side (a != a only for NaN), as NumPy's and MXNet's maximum.
 struct Maximum {
   template <class T>
-  LOOM_HD static T f(T a, T b) { return a > b ? a : b; }
+  LOOM_HD static T f(T a, T b) { return (a > b || a != a) ? a : b; }
   template <class T>
   LOOM_HD static T da(T a, T b) { return a >= b ? T(1.) : T(0.); }
   template <class T>
@@ -334,7 +336,7 @@ struct Maximum {
 };
 struct Minimum {
   template <class T>
-  LOOM_HD static T f(T a, T b) { return a < b ? a : b; }
+  LOOM_HD static T f(T a, T b) { return (a < b || a != a) ? a : b; }
   template <class T>
   LOOM_HD static T da(T a, T b) { return a <= b ? T(1.) : T(0.); }
   template <class T>
