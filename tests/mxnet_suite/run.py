@@ -80,11 +80,22 @@ def write_shim(side, lend_test_utils=None):
     return d
 
 
-def python_path(side, shim):
+def numpy_major(python):
+    out = subprocess.run([python, "-c", "import numpy; print(numpy.__version__)"],
+                         capture_output=True, text=True)
+    return out.stdout.strip().split(".")[0] if out.returncode == 0 else "?"
+
+
+def python_path(side, shim, python):
     parts = [shim]
     if side == "loom":
         parts.append(os.path.join(REPO, "build", "python"))
-    deps = os.path.join(CACHE, "deps-" + side)   # optional extras, e.g. scipy (README.md)
+    # Optional extras such as scipy (README.md), built for that side's NumPy: deps-oracle,
+    # deps-loom (NumPy 2) or deps-loom-numpy1 when Loom runs on NumPy 1.x.
+    name = "deps-" + side
+    if side == "loom" and numpy_major(python) == "1":
+        name += "-numpy1"
+    deps = os.path.join(CACHE, name)
     if os.path.isdir(deps):
         parts.append(deps)
     return os.pathsep.join(parts)
@@ -92,7 +103,8 @@ def python_path(side, shim):
 
 def base_env(side, shim, args):
     env = dict(os.environ)
-    env["PYTHONPATH"] = python_path(side, shim)
+    env["PYTHONPATH"] = python_path(
+        side, shim, args.loom_python if side == "loom" else args.oracle_python)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["MXNET_TEST_SEED"] = str(args.seed)
     env["MXNET_MODULE_SEED"] = str(args.seed)
