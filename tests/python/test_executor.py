@@ -180,3 +180,142 @@ def test_forward_in_other_thread(mx):
     t.start()
     t.join(60)
     assert not t.is_alive() and not errors
+
+
+# ---------------------------------------------------------------------------------------
+# common-subexpression elimination, reshape, backward monitor
+
+@pytest.mark.parametrize("cse", ["0", "1"])
+@pytest.mark.parametrize("req", ["write", "add"])
+def test_common_subexpressions_merge_with_the_same_results(mx, monkeypatch, cse, req):
+    monkeypatch.setenv("MXNET_ELIMINATE_COMMON_EXPR", cse)
+    a, b = mx.sym.Variable("a"), mx.sym.Variable("b")
+    rng = np.random.RandomState(0)
+    av, bv = rng.rand(3, 4), rng.rand(3, 4)
+    ga = rng.rand(3, 4)
+    # (sin(a*b) + sin(a*b)) * b: 2 sin(ab) b; d/da = 2 cos(ab) b^2, d/db = 2 cos(ab) ab + 2 sin(ab)
+    s = (mx.sym.sin(a * b) + mx.sym.sin(a * b)) * b
+    exe = s.simple_bind(mx.cpu(), grad_req=req, a=(3, 4), b=(3, 4))
+    exe.grad_dict["a"][:] = 1.0
+    exe.grad_dict["b"][:] = 1.0
+    out = exe.forward(is_train=True, a=av, b=bv)[0].asnumpy()
+    exe.backward(mx.nd.array(ga))
+    base = 1.0 if req == "add" else 0.0
+    np.testing.assert_allclose(out, 2 * np.sin(av * bv) * bv, rtol=1e-5)
+    np.testing.assert_allclose(exe.grad_dict["a"].asnumpy(),
+                               base + ga * 2 * np.cos(av * bv) * bv * bv, rtol=1e-5)
+    np.testing.assert_allclose(exe.grad_dict["b"].asnumpy(),
+                               base + ga * (2 * np.cos(av * bv) * av * bv + 2 * np.sin(av * bv)),
+                               rtol=1e-5)
+    internals = exe.get_optimized_symbol().get_internals().list_outputs()
+    # a, b, a*b, sin, (a*b, sin again without the pass), +, *
+    assert len(internals) == (6 if cse == "1" else 8)
+    assert exe.output_dict.keys() == {s.list_outputs()[0]}
+    # The symbol the user bound is unchanged.
+    assert len(s.get_internals().list_outputs()) == 8
+
+
+def test_common_subexpressions_outputs_stay_apart_and_random_ops_stay(mx, monkeypatch):
+    monkeypatch.delenv("MXNET_ELIMINATE_COMMON_EXPR", raising=False)
+    a = mx.sym.Variable("a")
+    d = a + 1
+    g = mx.sym.Group([a * d, a * d])
+    exe = g.simple_bind(mx.cpu(), a=(2, 3))
+    av = np.arange(6.0).reshape(2, 3)
+    o1, o2 = exe.forward(is_train=True, a=av)
+    exe.backward([mx.nd.ones((2, 3)), mx.nd.ones((2, 3)) * 2])
+    np.testing.assert_allclose(o1.asnumpy(), av * (av + 1))
+    np.testing.assert_allclose(o2.asnumpy(), av * (av + 1))
+    o1[:] = 0  # two arrays, not one
+    assert np.all(o2.asnumpy() == av * (av + 1))
+    np.testing.assert_allclose(exe.grad_dict["a"].asnumpy(), 3 * (2 * av + 1))
+    opt = exe.get_optimized_symbol()
+    assert opt.get_internals().list_outputs()[-1].endswith("_0_copy_output")
+    assert len(opt.get_internals().list_outputs()) == len(g.get_internals().list_outputs())
+    # Two Dropouts on one input are two draws.
+    s = mx.sym.Dropout(a, p=0.5) + mx.sym.Dropout(a, p=0.5)
+    e = s.simple_bind(mx.cpu(), a=(2, 3))
+    assert len(e.get_optimized_symbol().get_internals().list_outputs()) == \
+        len(s.get_internals().list_outputs())
+
+
+def test_reshape_shares_memory_like_mxnet(mx):
+    x = mx.sym.Variable("x")
+    y = mx.sym.FullyConnected(x, num_hidden=4, name="fc")
+    exe = y.simple_bind(mx.cpu(), x=(5, 4), grad_req="null")
+    exe.arg_dict["x"][:] = 1
+    exe.arg_dict["fc_weight"][:] = np.arange(16.0).reshape(4, 4)
+    exe.arg_dict["fc_bias"][:] = 0.5
+    expect = np.arange(16.0).reshape(4, 4).sum(1) + 0.5   # every row of x is ones
+    new = exe.reshape(x=(3, 4))
+    new.forward()
+    np.testing.assert_allclose(new.outputs[0].asnumpy(), np.tile(expect, (3, 1)))
+    # The smaller output is the start of the old one; the weight is the same array.
+    np.testing.assert_allclose(exe.outputs[0].asnumpy()[:3], np.tile(expect, (3, 1)))
+    new.arg_dict["fc_bias"][:] = 1.5
+    assert np.all(exe.arg_dict["fc_bias"].asnumpy() == 1.5)
+    # Larger: new arrays for the data (allow_up_sizing), the weights still shared.
+    with pytest.raises(mx.base.MXNetError, match="allow_up_sizing"):
+        exe.reshape(x=(6, 4))
+    big = exe.reshape(allow_up_sizing=True, x=(6, 4))
+    big.arg_dict["x"][:] = 0
+    assert np.all(exe.arg_dict["x"].asnumpy() == 1)
+    assert big.arg_dict["fc_weight"].asnumpy()[1, 1] == 5
+    # An argument whose shape changes without being named needs partial_shaping.
+    z = mx.sym.Variable("z")
+    s2 = mx.sym.elemwise_add(x, z)
+    e2 = s2.simple_bind(mx.cpu(), x=(4, 3), z=(4, 3), grad_req="null")
+    with pytest.raises(mx.base.MXNetError, match="partial_shaping"):
+        e2.reshape(x=(2, 3))
+    e3 = e2.reshape(partial_shaping=True, x=(2, 3), z=(2, 3))
+    assert e3.outputs[0].shape == (2, 3)
+
+
+def test_reshape_and_module_reshape_keep_the_monitor_callback(mx):
+    data = mx.sym.Variable("data", shape=(1, 3, 4, 4))
+    sym = mx.sym.Convolution(data, kernel=(1, 1), num_filter=1, name="conv")
+    exe = sym.simple_bind(mx.cpu(), data=(1, 3, 4, 4))
+    seen = []
+    exe.set_monitor_callback(lambda n, a: seen.append((n, a.shape)))
+    # A shape given at bind wins over the variable's __shape__ (as in MXNet).
+    new = exe.reshape(allow_up_sizing=True, data=(1, 3, 4, 6))
+    new.forward()
+    assert seen == [("conv_output", (1, 1, 4, 6))]
+    mod = mx.mod.Module(sym, label_names=None)
+    mod.bind(for_training=False, data_shapes=[("data", (1, 3, 4, 4))])
+    mod.init_params()
+    seen.clear()
+    mod._exec_group.execs[0].set_monitor_callback(lambda n, a: seen.append((n, a.shape)))
+    mod.forward(mx.io.DataBatch([mx.nd.ones((1, 3, 4, 7))]), is_train=False)
+    assert seen == [("conv_output", (1, 1, 4, 7))]
+
+
+def test_backward_monitor_reports_input_gradients(mx):
+    x = mx.sym.Variable("data")
+    fc = mx.sym.FullyConnected(x, num_hidden=2, name="fc")
+    act = mx.sym.Activation(fc, act_type="sigmoid", name="act")
+    exe = act.simple_bind(mx.cpu(), data=(3, 4), grad_req={"data": "null", "fc_weight": "write",
+                                                             "fc_bias": "write"})
+    rng = np.random.RandomState(1)
+    xv, w, b, g = rng.randn(3, 4), rng.randn(2, 4), rng.randn(2), rng.randn(3, 2)
+    exe.arg_dict["data"][:] = xv
+    exe.arg_dict["fc_weight"][:] = w
+    exe.arg_dict["fc_bias"][:] = b
+    seen = {}
+    exe.set_monitor_callback(lambda n, a: seen.__setitem__(n, a.asnumpy().copy()))
+    exe.forward(is_train=True)
+    seen.clear()
+    exe.backward(mx.nd.array(g))
+    sig = 1 / (1 + np.exp(-(xv @ w.T + b)))
+    dpre = g * sig * (1 - sig)
+    assert sorted(seen) == ["act_backward_output", "fc_backward_output0",
+                            "fc_backward_output1", "fc_backward_output2"]
+    np.testing.assert_allclose(seen["act_backward_output"], dpre, rtol=1e-5, atol=1e-6)
+    assert np.all(seen["fc_backward_output0"] == 0)  # grad_req null: not computed
+    np.testing.assert_allclose(seen["fc_backward_output1"], dpre.T @ xv, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(seen["fc_backward_output2"], dpre.sum(0), rtol=1e-5, atol=1e-6)
+    exe.set_monitor_callback(None)
+    seen.clear()
+    exe.forward(is_train=True)
+    exe.backward(mx.nd.array(g))
+    assert seen == {}

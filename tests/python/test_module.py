@@ -493,3 +493,51 @@ def test_states_on_two_contexts_split_and_merge(mx):
     np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), np.tanh(expect1 * 0.5 + x),
                                rtol=1e-6)
     np.testing.assert_allclose(first.asnumpy(), expect1, rtol=1e-6)
+
+
+def test_monitor_covers_outputs_arguments_and_gradients(mx):
+    """MXNet's Monitor on a Module reports, per collected batch, every op output, every
+    backward node's input gradients ('<node>_backward_output<i>') and the arguments: 21
+    entries for two FullyConnected+sigmoid layers and a regression head."""
+    x = mx.sym.Variable("data")
+    x = mx.sym.FullyConnected(x, num_hidden=2, name="fc_0")
+    x = mx.sym.Activation(x, act_type="sigmoid", name="act_0")
+    x = mx.sym.FullyConnected(x, num_hidden=2, name="fc_1")
+    x = mx.sym.Activation(x, act_type="sigmoid", name="act_1")
+    x = mx.sym.LinearRegressionOutput(x, name="softmax", grad_scale=2)
+    mean_abs = lambda a: mx.nd.sum(mx.nd.abs(a)) / a.size  # noqa: E731
+    mon = mx.mon.Monitor(1, stat_func=mean_abs, pattern=".*", sort=True)
+    mod = mx.mod.Module(x, context=[mx.cpu()])
+    mod.bind([("data", (1, 2))], label_shapes=[("softmax_label", (1, 2))], for_training=True)
+    mod.install_monitor(mon)
+    w0, b0 = np.array([[.15, .20], [.25, .30]]), np.array([.35, .35])
+    w1, b1 = np.array([[.40, .45], [.50, .55]]), np.array([.60, .60])
+    mod.init_params(arg_params={"fc_0_weight": mx.nd.array(w0), "fc_0_bias": mx.nd.array(b0),
+                                "fc_1_weight": mx.nd.array(w1), "fc_1_bias": mx.nd.array(b1)})
+    xv, yv = np.array([[0.05, .10]]), np.array([[.01, 0.99]])
+    mon.tic()
+    mod.forward_backward(_batch(mx, xv, yv))
+    res = {name: float(stat.split()[0]) for _, name, stat in mon.toc()}
+    assert len(res) == 21
+    counts = {}
+    for name in res:
+        key = next(k for k in ["act_0", "act_1", "data", "fc_0", "fc_1", "softmax"]
+                   if name.startswith(k))
+        counts[key] = counts.get(key, 0) + 1
+    assert counts == {"act_0": 2, "act_1": 2, "data": 1, "fc_0": 6, "fc_1": 6, "softmax": 4}
+    # Backpropagation by hand: regression gradient (out - label) * grad_scale / 2 outputs.
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    h = sig(xv @ w0.T + b0)
+    out = sig(h @ w1.T + b1)
+    d_out = (out - yv) * 2 / 2
+    d_pre1 = d_out * out * (1 - out)
+    d_pre0 = (d_pre1 @ w1) * h * (1 - h)
+    expect = {"softmax_output": out, "softmax_backward_output0": d_out,
+              "act_1_backward_output": d_pre1, "fc_1_backward_output0": d_pre1 @ w1,
+              "fc_1_backward_output1": d_pre1.T @ h, "fc_1_backward_output2": d_pre1.sum(0),
+              "act_0_backward_output": d_pre0, "fc_0_backward_output1": d_pre0.T @ xv,
+              "fc_0_backward_output2": d_pre0.sum(0),
+              # not computed: the data needs no gradient, the label never gets one
+              "fc_0_backward_output0": np.zeros(2), "softmax_backward_output1": np.zeros(2)}
+    for name, ref in expect.items():
+        assert abs(res[name] - np.abs(ref).mean()) < 1e-6, name

@@ -110,7 +110,7 @@ class Executor:
         from .base import MXNetError
         from . import ndarray as nd
         from . import _loom
-        from .symbol import _grad_reqs
+        from .symbol import _grad_reqs, _shape_overridden
         shapes = {k: tuple(v) for k, v in kwargs.items()}
         arg_shapes, out_shapes, aux_shapes = self._symbol.infer_shape(**shapes)
         if arg_shapes is None:
@@ -154,8 +154,8 @@ class Executor:
                 for n, r in zip(self._arg_names, self.handle.grad_reqs)}
         outs = [output_view(o, s) for o, s in zip(self.outputs, out_shapes)]
         default, reqs = _grad_reqs(self._symbol, reqs)
-        h = _loom._Executor.bind(self._symbol, self._ctx, args, grads, default, reqs, aux,
-                                 outputs=outs)
+        h = _loom._Executor.bind(_shape_overridden(self._symbol, shapes), self._ctx, args, grads,
+                                 default, reqs, aux, outputs=outs)
         exe = Executor(h, self._symbol, self._ctx)
         exe.carry_monitor_from(self)
         return exe
