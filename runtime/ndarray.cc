@@ -10,7 +10,12 @@ Storage::Storage(Device dev, size_t bytes) : dev_(dev), bytes_(bytes) {
   ptr_ = device_backend(dev.type).alloc(dev.id, bytes == 0 ? 64 : bytes);
 }
 
-Storage::~Storage() { device_backend(dev_.type).free(dev_.id, ptr_, bytes_ == 0 ? 64 : bytes_); }
+Storage::Storage(Device dev, void* ptr, size_t bytes, std::shared_ptr<void> owner)
+    : dev_(dev), bytes_(bytes), ptr_(ptr), escaped_(true), owner_(std::move(owner)) {}
+
+Storage::~Storage() {
+  if (!owner_) device_backend(dev_.type).free(dev_.id, ptr_, bytes_ == 0 ? 64 : bytes_);
+}
 
 namespace {
 size_t checked_bytes(const Shape& s, DType t) {

@@ -15,6 +15,9 @@ namespace loom {
 class Storage {
  public:
   Storage(Device dev, size_t bytes);
+  /// Adopts `bytes` at `ptr` owned elsewhere (a NumPy array, a DLPack producer): `owner`
+  /// keeps them alive until the last NDArray on them goes; they never enter the pool.
+  Storage(Device dev, void* ptr, size_t bytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -46,6 +49,7 @@ class Storage {
   void* ptr_;
   std::atomic<uint64_t> version_{0};
   mutable std::atomic<bool> escaped_{false};
+  std::shared_ptr<void> owner_;  // set for adopted memory
 };
 
 /// An n-dimensional array. Copies of an NDArray share storage (like MXNet's handles);

@@ -1,6 +1,7 @@
 // argmax / argmin(axis, keepdims) and argmax_channel: the index of the largest (smallest)
 // element along an axis, or of the flattened array when axis is None, in the input dtype; ties give
-// the first. Not differentiable (zero gradient).
+// the first, and a NaN counts as the extreme (the first NaN's index, as NumPy). Not
+// differentiable (zero gradient).
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
 
@@ -59,10 +60,15 @@ class ArgKernel final : public Kernel {
       for (int64_t o = 0; o < d_.outer; ++o)
         for (int64_t i = 0; i < d_.inner; ++i) {
           const T* p = x + o * d_.n * d_.inner + i;
+          // The first NaN wins, as in NumPy and MXNet (v != v only for NaN).
           int64_t best = 0;
-          for (int64_t k = 1; k < d_.n; ++k) {
-            const auto v = tensor::to_c(p[k * d_.inner]), b = tensor::to_c(p[best * d_.inner]);
-            if (kMax ? v > b : v < b) best = k;
+          auto b = tensor::to_c(p[0]);
+          for (int64_t k = 1; k < d_.n && b == b; ++k) {
+            const auto v = tensor::to_c(p[k * d_.inner]);
+            if (v != v || (kMax ? v > b : v < b)) {
+              best = k;
+              b = v;
+            }
           }
           tensor::store_t<T>(y + o * d_.inner + i, req[0], convert_value<T>(best));
         }

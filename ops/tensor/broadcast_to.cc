@@ -158,16 +158,16 @@ void infer_broadcast_like(const OpAttrs& a, std::vector<Shape>& in, std::vector<
     merge_shape(out[0], broadcast_target(a, in[0], in[1]), "output 0");
     return;
   }
-  if (!p.lhs_axes || !p.rhs_axes || p.lhs_axes->ndim() != p.rhs_axes->ndim())
-    throw ShapeError("node '" + a.name + "' (op broadcast_like): lhs_axes and rhs_axes must both "
-                     "be given, with the same length");
+  if (!p.lhs_axes || !p.rhs_axes || p.lhs_axes->ndim() != p.rhs_axes->ndim() ||
+      p.lhs_axes->ndim() == 0)
+    throw ShapeError("lhs_axes and rhs_axes must both be given, with the same length, and "
+                     "not be empty");
   Shape o = in[0];
-  const std::string what = "node '" + a.name + "' (op broadcast_like): axis";
   for (int k = 0; k < p.lhs_axes->ndim(); ++k) {
-    int l = tensor::norm_axis((*p.lhs_axes)[k], in[0].ndim(), what);
-    int r = tensor::norm_axis((*p.rhs_axes)[k], in[1].ndim(), what);
+    int l = tensor::norm_axis((*p.lhs_axes)[k], in[0].ndim(), "lhs_axes: axis");
+    int r = tensor::norm_axis((*p.rhs_axes)[k], in[1].ndim(), "rhs_axes: axis");
     if (o[l] != 1 && o[l] != in[1][r])
-      throw ShapeError(what + " " + std::to_string(l) + " of lhs " + in[0].str() + " is not 1");
+      throw ShapeError("axis " + std::to_string(l) + " of lhs " + in[0].str() + " is not 1");
     o[l] = in[1][r];
   }
   merge_shape(out[0], o, "output 0");

@@ -18,6 +18,8 @@ FormatError = _loom.FormatError
 CustomOpError = _loom.CustomOpError
 #: A bind whose arrays exceed the memory there is; also a MemoryError.
 OutOfMemoryError = _loom.OutOfMemoryError
+#: An index outside its axis in a kernel (gather_nd); also an IndexError, as MXNet raises.
+IndexOutOfRangeError = _loom.IndexOutOfRangeError
 
 #: MXNet's default real type.
 mx_real_t = np.float32

@@ -927,11 +927,45 @@ def eye(N, M=0, k=0, ctx=None, dtype=None, **kwargs):
 
 
 def from_numpy(ndarray, zero_copy=True):
-    """An NDArray with the NumPy array's contents (Loom always copies; the NumPy array stays
-    usable)."""
+    """An NDArray with the NumPy array's contents. zero_copy=True (MXNet's default) shares
+    the NumPy array's memory instead of copying: the array must be C-contiguous (else
+    ValueError) and becomes read-only, since writes to it would bypass Loom (writes through
+    the NDArray are seen by it). zero_copy=False copies."""
     if not isinstance(ndarray, np.ndarray):
         raise TypeError("from_numpy expects a numpy.ndarray, got %s" % type(ndarray).__name__)
-    return array(ndarray, dtype=ndarray.dtype)
+    if not zero_copy:
+        return array(ndarray, dtype=ndarray.dtype)
+    if not ndarray.flags["C_CONTIGUOUS"]:
+        raise ValueError("from_numpy(zero_copy=True): only C-contiguous arrays can be shared "
+                         "without a copy (use np.ascontiguousarray or zero_copy=False)")
+    if ndarray.dtype.name not in _DLPACK_DTYPES:
+        raise ValueError("from_numpy: dtype %s is not supported (Loom takes %s)"
+                         % (ndarray.dtype, ", ".join(_DLPACK_DTYPES)))
+    ndarray.flags["WRITEABLE"] = False
+    return _loom._adopt_numpy(ndarray)
+
+
+_DLPACK_DTYPES = ("float32", "float64", "float16", "uint8", "int8", "int32", "int64", "bool")
+
+
+def to_dlpack_for_read(data):
+    """A DLPack capsule viewing `data`'s memory without a copy (MXNet's
+    mx.nd.to_dlpack_for_read). Loom runs synchronously: nothing is pending to wait for."""
+    return data.to_dlpack_for_read()
+
+
+def to_dlpack_for_write(data):
+    """A DLPack capsule viewing `data`'s memory without a copy, for writing through it
+    (MXNet's mx.nd.to_dlpack_for_write)."""
+    return data.to_dlpack_for_write()
+
+
+def from_dlpack(dlpack):
+    """An NDArray on the memory of a DLPack capsule (consumed: it cannot be used twice) or of
+    an object with __dlpack__ (a NumPy >= 1.22 array, ...), without a copy: a Loom capsule
+    gives back a view of its array; another producer's compact tensor is kept alive by the
+    NDArray; a strided one is copied."""
+    return _loom._from_dlpack(dlpack)
 
 
 def _operator(fn):

@@ -104,8 +104,10 @@ std::map<std::string, std::string> str_dict(py::handle d) {
 
 namespace {
 // Exception classes, created once and never freed (the translator is a plain function).
-PyObject* g_exc[10];
-enum { kBase, kJson, kUnknownOp, kGraph, kShape, kParam, kBind, kFormat, kCustom, kMemory };
+PyObject* g_exc[11];
+enum { kBase, kJson, kUnknownOp, kGraph, kShape, kParam, kBind, kFormat, kCustom, kMemory, kIndex };
+// A kernel's out-of-range index (gather_nd, ...) says so first, as MXNet's IndexError does.
+constexpr char kIndexErrorPrefix[] = "IndexError: ";
 
 // Sets exception `type` with message `msg`, decoded leniently: Loom's own messages are valid
 // UTF-8 (Error escapes them), but a third-party library's may not be, and a message must
@@ -123,11 +125,13 @@ void set_error(PyObject* type, const char* msg) {
 
 void init_errors(py::module_& m) {
   const char* names[] = {"LoomError",  "JsonError", "UnknownOpError", "GraphError",   "ShapeError",
-                         "ParamError", "BindError", "FormatError",    "CustomOpError", "OutOfMemoryError"};
-  for (int i = 0; i < 10; ++i) {
+                         "ParamError", "BindError", "FormatError",    "CustomOpError", "OutOfMemoryError",
+                         "IndexOutOfRangeError"};
+  for (int i = 0; i < 11; ++i) {
     PyObject* base = i == 0 ? PyExc_RuntimeError : g_exc[kBase];
     PyObject* bases = nullptr;
     if (i == kMemory) bases = PyTuple_Pack(2, g_exc[kBase], PyExc_MemoryError);  // also a MemoryError
+    if (i == kIndex) bases = PyTuple_Pack(2, g_exc[kBase], PyExc_IndexError);    // also an IndexError
     g_exc[i] = PyErr_NewException((std::string("loom.") + names[i]).c_str(), bases ? bases : base, nullptr);
     Py_XDECREF(bases);
     m.attr(names[i]) = py::reinterpret_borrow<py::object>(g_exc[i]);
@@ -155,7 +159,8 @@ void init_errors(py::module_& m) {
     } catch (const OutOfMemoryError& e) {
       set_error(g_exc[kMemory], e.what());
     } catch (const Error& e) {
-      set_error(g_exc[kBase], e.what());
+      bool index = std::strncmp(e.what(), kIndexErrorPrefix, sizeof(kIndexErrorPrefix) - 1) == 0;
+      set_error(g_exc[index ? kIndex : kBase], e.what());
     } catch (const std::bad_alloc&) {
       set_error(g_exc[kMemory], "out of memory (an allocation failed)");
     } catch (const py::builtin_exception&) {
