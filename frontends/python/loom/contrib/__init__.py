@@ -1,12 +1,15 @@
 """mx.contrib, mx.nd.contrib and mx.sym.contrib: the registered operators named _contrib_X,
 as X (mx.nd.contrib.X imperative, mx.sym.contrib.X symbolic), the Python-level functions
-rand_zipfian (nd and sym) and isinf / isnan / isfinite (nd), plus mx.contrib.ndarray and
-mx.contrib.symbol aliases. Names are looked up in the operator registry on access, so ops
-registered later (plugins) appear too; a name with no _contrib_ op raises AttributeError."""
+rand_zipfian (nd and sym), isinf / isnan / isfinite (nd), allclose (nd, 0-d as MXNet) and
+boolean_mask (nd; the symbolic form is refused, its output shape depending on values), plus
+mx.contrib.ndarray and mx.contrib.symbol aliases. Names are looked up in the operator
+registry on access, so ops registered later (plugins) appear too; a name with no _contrib_
+op raises AttributeError."""
 import sys
 import types
 
-from .. import _ops
+from .. import _loom, _ops
+from ..base import MXNetError
 from .. import ndarray as _nd
 from .. import symbol as _sym
 
@@ -79,8 +82,41 @@ def _nd_allclose(a, b, *args, **kwargs):
     return res if kwargs.get("out") is not None else res._reshape_view(())
 
 
-_PY_ND = {"rand_zipfian": _nd_rand_zipfian, "allclose": _nd_allclose}
-_PY_SYM = {"rand_zipfian": _sym_rand_zipfian}
+def _nd_boolean_mask(data, index, axis=0, out=None, **kwargs):
+    """The slices data[i] along axis 0 whose index[i] is nonzero (NaN counts as nonzero),
+    in order (MXNet's _contrib_boolean_mask); (0,) + data.shape[1:] when none is. The output
+    shape depends on index's values, so this runs imperatively only (forward; Loom's NDArray
+    API records no gradients)."""
+    import numpy as np
+    if int(axis) != 0:
+        raise MXNetError("boolean_mask: axis=%s is not supported (only axis 0, as MXNet)"
+                             % axis)
+    if data.ndim < 1 or index.shape[:1] != data.shape[:1] or index.size != data.shape[0]:
+        raise MXNetError("boolean_mask: index of shape %s must hold one value per slice "
+                             "of data along axis 0 (data shape %s)" % (index.shape, data.shape))
+    keep = np.flatnonzero(index.asnumpy())
+    if keep.size == 0:
+        res = _loom._empty((0,) + data.shape[1:], data.dtype, data.context)
+    else:
+        pos = _nd.array(keep, ctx=data.context, dtype="int64")
+        res = _nd.invoke("take", [data, pos], {"axis": "0"})
+    if out is not None:
+        out[:] = res
+        return out
+    return res
+
+
+def _sym_boolean_mask(*args, **kwargs):
+    """Refused: see mx.nd.contrib.boolean_mask."""
+    raise MXNetError(
+        "boolean_mask: the output shape depends on the values of index, and Loom's executor "
+        "fixes every shape when it binds the graph, so the symbolic form is not supported; "
+        "use mx.nd.contrib.boolean_mask (imperative)")
+
+
+_PY_ND = {"rand_zipfian": _nd_rand_zipfian, "allclose": _nd_allclose,
+          "boolean_mask": _nd_boolean_mask}
+_PY_SYM = {"rand_zipfian": _sym_rand_zipfian, "boolean_mask": _sym_boolean_mask}
 
 
 def _add_py_functions():
