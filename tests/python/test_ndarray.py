@@ -167,3 +167,91 @@ def test_params_bytes_follow_mxnet_layout(mx, tmp_path):
     q.write_bytes(blob)
     got = mx.nd.load(str(q))
     assert got["z"].dtype == np.float64 and got["z"].asnumpy().tolist() == [0.5, 1.5, 2.5]
+
+
+DLPACK_DTYPES = ["float32", "float64", "float16", "uint8", "int8", "int32", "int64", "bool"]
+
+
+@pytest.mark.parametrize("dtype", DLPACK_DTYPES)
+@pytest.mark.parametrize("shape", [(3, 4, 5, 6), (2, 10), (15,)])
+def test_dlpack_round_trip_shares_memory(mx, dtype, shape):
+    """to_dlpack_for_read/_for_write then from_dlpack give a view of the same memory (MXNet's
+    zero copy); the capsule is consumed once; the view outlives the array and the capsule."""
+    src = (np.arange(int(np.prod(shape))).reshape(shape) % 7).astype(dtype)
+    for export in (lambda a: a.to_dlpack_for_read(), lambda a: a.to_dlpack_for_write(),
+                   mx.nd.to_dlpack_for_read, mx.nd.to_dlpack_for_write):
+        a = mx.nd.array(src, dtype=dtype)
+        pack = export(a)
+        b = mx.nd.from_dlpack(pack)
+        assert b.shape == shape and b.dtype == np.dtype(dtype) and b._same_memory(a)
+        with pytest.raises(ValueError, match="consumed only once"):
+            mx.nd.from_dlpack(pack)
+        b[:] = 1  # writes through the view reach the array
+        assert np.all(a.asnumpy() == 1)
+        b[:] = src
+        del a, pack
+        gc.collect()
+        np.testing.assert_array_equal(b.asnumpy(), src)
+
+
+def test_dlpack_with_numpy_both_ways(mx):
+    """NumPy (>= 1.22) consumes an NDArray through __dlpack__ and Loom consumes a NumPy array
+    (or its capsule) without a copy; a strided NumPy tensor is copied with the right values."""
+    a = mx.nd.array(np.arange(6).reshape(2, 3))
+    v = np.from_dlpack(a)
+    assert v.ctypes.data == a._data_ptr() and v.shape == (2, 3)
+    a[:] = 4
+    assert np.all(v == 4)
+    assert a.__dlpack_device__() == (1, 0)  # kDLCPU, device 0
+
+    x = np.arange(12, dtype=np.float64).reshape(3, 4)
+    for source in (x, x.__dlpack__()):
+        c = mx.nd.from_dlpack(source)
+        assert c._data_ptr() == x.ctypes.data and c.dtype == np.float64 and c.shape == (3, 4)
+    c[0, 0] = -1
+    assert x[0, 0] == -1  # one memory
+    del x
+    gc.collect()
+    assert c.asnumpy().sum() == sum(range(12)) - 1  # the NDArray keeps NumPy's memory alive
+
+    t = np.arange(6, dtype=np.int32).reshape(2, 3).T  # strides (1, 3): copied
+    d = mx.nd.from_dlpack(t)
+    assert d.dtype == np.int32 and d._data_ptr() != t.ctypes.data
+    np.testing.assert_array_equal(d.asnumpy(), [[0, 3], [1, 4], [2, 5]])
+
+    with pytest.raises(TypeError, match="DLPack capsule"):
+        mx.nd.from_dlpack(5)
+    with pytest.raises(mx.base.LoomError, match="unsupported DLPack type"):
+        mx.nd.from_dlpack(np.zeros(3, dtype=np.uint16))
+
+
+def test_from_numpy_zero_copy(mx):
+    """MXNet's from_numpy: zero_copy=True shares the NumPy array's memory and makes it
+    read-only (writes through the NDArray are seen by it); non-contiguous arrays raise
+    ValueError; zero_copy=False copies and leaves the array writable."""
+    arrays = [np.array([[1, 2], [3, 4], [5, 6]], dtype="float32"),
+              np.array((1,)).reshape(()), np.array(()).reshape((1, 0, 2))]
+    for zero_copy in (False, True):
+        for src in arrays:
+            got = mx.nd.from_numpy(src.copy(), zero_copy=zero_copy)
+            assert got.shape == src.shape and got.dtype == src.dtype
+            np.testing.assert_array_equal(got.asnumpy(), src)
+
+    src = np.array([[1, 2], [3, 4], [5, 6]], dtype="float32")
+    a = mx.nd.from_numpy(src)
+    assert a._data_ptr() == src.ctypes.data and not src.flags.writeable
+    with pytest.raises(ValueError):
+        src[2, 1] = 0
+    a[2, 1] = 100
+    np.testing.assert_array_equal(src, [[1, 2], [3, 4], [5, 100]])
+    del src
+    gc.collect()
+    np.testing.assert_array_equal(a.asnumpy(), [[1, 2], [3, 4], [5, 100]])
+
+    with pytest.raises(ValueError, match="C-contiguous"):
+        mx.nd.from_numpy(np.array([[1, 2], [3, 4], [5, 6]]).transpose())
+    with pytest.raises(ValueError, match="uint16"):
+        mx.nd.from_numpy(np.zeros(3, dtype=np.uint16))
+    kept = np.ones(3, dtype=np.int64)
+    c = mx.nd.from_numpy(kept, zero_copy=False)
+    assert kept.flags.writeable and c._data_ptr() != kept.ctypes.data
