@@ -243,3 +243,111 @@ def test_nd_arange_matches_mxnet_rules(mx):
     np.testing.assert_array_equal(mx.nd.arange(50, -50, -20, dtype="uint8").asnumpy(),
                                   [50, 30, 10, 246, 226])
     assert mx.nd.arange(0.5, 2.0, 0.5, dtype="float64").dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_argmax_argmin_first_nan_wins(mx, dtype):
+    """A NaN is the extreme for argmax/argmin, the first one counting (NumPy's rule, and
+    MXNet 1.9.1's: both give [1, 0, 3] along axis 1 of the array below); inf is ordinary."""
+    x = np.array([[1, np.nan, 3, np.nan], [np.nan, -np.inf, 5, np.inf],
+                  [2, 1, np.inf, np.nan]], dtype=dtype)
+    a = mx.nd.array(x, dtype=dtype)
+    for axis in (0, 1):
+        np.testing.assert_array_equal(mx.nd.argmax(a, axis=axis).asnumpy(), np.argmax(x, axis))
+        np.testing.assert_array_equal(mx.nd.argmin(a, axis=axis).asnumpy(), np.argmin(x, axis))
+    np.testing.assert_array_equal(mx.nd.argmax(a, axis=1).asnumpy(), [1, 0, 3])
+    np.testing.assert_array_equal(mx.nd.argmin(a, axis=0).asnumpy(), [1, 0, 0, 0])
+    np.testing.assert_array_equal(mx.nd.argmax_channel(a).asnumpy(), [1, 0, 3])
+    rng = np.random.RandomState(3)
+    y = rng.uniform(-1, 1, (6, 5, 4)).astype(dtype)
+    y.ravel()[rng.choice(y.size, 12, replace=False)] = np.nan
+    y.ravel()[rng.choice(y.size, 6, replace=False)] = -np.inf
+    for axis in range(3):
+        np.testing.assert_array_equal(mx.nd.argmax(mx.nd.array(y, dtype=dtype), axis=axis)
+                                      .asnumpy(), np.argmax(y, axis))
+        np.testing.assert_array_equal(mx.nd.argmin(mx.nd.array(y, dtype=dtype), axis=axis)
+                                      .asnumpy(), np.argmin(y, axis))
+
+
+def test_broadcast_like_axes(mx):
+    """broadcast_like with lhs_axes/rhs_axes takes the sizes of the named rhs axes (shapes
+    from MXNet's test_broadcast_like_axis); empty axes raise MXNetError, as MXNet."""
+    cases = [((1, 2, 1, 3), (5, 6, 7, 8), (0, 2), (1, 3), (6, 2, 8, 3)),
+             ((1,), (5,), (0,), (-1,), (5,)),
+             ((1, 7, 9, 1, 1), (9, 1), (-2, -1), (-2, -1), (1, 7, 9, 9, 1)),
+             ((2, 1), (1, 7, 9, 1, 1), (1,), (-3,), (2, 9))]
+    rng = np.random.RandomState(0)
+    for ls, rs, la, ra, want in cases:
+        lhs = rng.uniform(size=ls).astype(np.float32)
+        out = mx.nd.broadcast_like(mx.nd.array(lhs), mx.nd.zeros(rs), lhs_axes=la, rhs_axes=ra)
+        np.testing.assert_array_equal(out.asnumpy(), np.broadcast_to(lhs, want))
+        with pytest.raises(mx.base.MXNetError, match="not be empty"):
+            mx.nd.broadcast_like(mx.nd.array(lhs), mx.nd.zeros(rs), lhs_axes=(), rhs_axes=())
+
+
+def test_gather_nd_out_of_bounds_is_index_error(mx):
+    """An index outside its axis raises an IndexError (MXNet's type), which is also Loom's
+    error class, imperatively and through an executor; negative indices wrap."""
+    data = np.array([[0, 1, 2], [3, 4, 5]], dtype=np.float32)
+    for bad in ([[0, 1, 0], [0, 1, 3]], [[0, 1, 0], [0, 1, -5]]):
+        with pytest.raises(IndexError, match="out of bounds for axis 1 with size 3"):
+            mx.nd.gather_nd(mx.nd.array(data), mx.nd.array(bad)).asnumpy()
+        with pytest.raises(mx.base.MXNetError):
+            mx.nd.gather_nd(mx.nd.array(data), mx.nd.array(bad))
+    exe = mx.sym.gather_nd(mx.sym.var("d"), mx.sym.var("i")).bind(
+        mx.cpu(), {"d": mx.nd.array(data), "i": mx.nd.array([[0, 1, 0], [0, 1, 3]])})
+    with pytest.raises(mx.base.IndexOutOfRangeError, match="node 'gather_nd"):
+        exe.forward()
+    got = mx.nd.gather_nd(mx.nd.array(data), mx.nd.array([[0, 1, -1], [0, 1, -2]]))
+    np.testing.assert_array_equal(got.asnumpy(), [data[0, 0], data[1, 1], data[-1, -2]])
+
+
+def test_contrib_allclose_is_0d(mx):
+    """mx.nd.contrib.allclose: a 0-d uint8 array (as MXNet) holding np.allclose's answer for
+    |a - b| <= atol + rtol * |b|, NaNs equal under equal_nan (MXNet's default True)."""
+    rng = np.random.RandomState(5)
+    for dtype in (np.float16, np.float32, np.float64):
+        a = rng.randn(4, 5).astype(dtype)
+        for b, kw in [(a + dtype(1e-3), dict(rtol=1e-2, atol=1e-2)),
+                      (a + dtype(1e-1), dict(rtol=1e-5, atol=1e-3)), (a.copy(), {})]:
+            got = mx.nd.contrib.allclose(mx.nd.array(a, dtype=dtype), mx.nd.array(b, dtype=dtype),
+                                         **kw)
+            assert got.shape == () and got.dtype == np.uint8
+            want = np.allclose(a, b, kw.get("rtol", 1e-5), kw.get("atol", 1e-8))
+            assert got.asnumpy().shape == () and int(got.asnumpy()) == int(want)
+            assert "{:d}".format(got.asnumpy() == 1) == str(int(want))  # MXNet's test formats it
+    n = np.array([1.0, np.nan], dtype=np.float32)
+    assert int(mx.nd.contrib.allclose(mx.nd.array(n), mx.nd.array(n)).asnumpy()) == 1
+    assert int(mx.nd.contrib.allclose(mx.nd.array(n), mx.nd.array(n), equal_nan=False)
+               .asnumpy()) == 0
+
+
+def test_contrib_boolean_mask(mx):
+    """The rows of data whose index is nonzero, in order (values from MXNet 1.9.1); zero-size
+    when none; MXNet's axis and length checks; the symbolic form refused with the reason."""
+    d = mx.nd.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]])
+    np.testing.assert_array_equal(mx.nd.contrib.boolean_mask(d, mx.nd.array([0, 1, 0])).asnumpy(),
+                                  [[4, 5, 6]])
+    np.testing.assert_array_equal(mx.nd.contrib.boolean_mask(d, mx.nd.array([0, 1, 2])).asnumpy(),
+                                  [[4, 5, 6], [7, 8, 9]])
+    got = mx.nd.contrib.boolean_mask(d.astype("int32"), mx.nd.array([1, 0, 1], dtype="int32"))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.asnumpy(), [[1, 2, 3], [7, 8, 9]])
+    np.testing.assert_array_equal(  # NaN counts as nonzero
+        mx.nd.contrib.boolean_mask(d, mx.nd.array([np.nan, -1, 0])).asnumpy(),
+        [[1, 2, 3], [4, 5, 6]])
+    empty = mx.nd.contrib.boolean_mask(d, mx.nd.array([0, 0, 0]))
+    assert empty.shape == (0, 3) and empty.asnumpy().shape == (0, 3)
+    assert mx.nd.contrib.boolean_mask(mx.nd.arange(24).reshape((2, 3, 4)),
+                                      mx.nd.array([0, 1])).shape == (1, 3, 4)
+    rng = np.random.RandomState(2)
+    a = rng.randint(0, 100, (100, 30)).astype(np.float32)
+    m = rng.randint(0, 100, 100) > 50
+    np.testing.assert_array_equal(
+        mx.nd.contrib.boolean_mask(mx.nd.array(a), mx.nd.array(m)).asnumpy(), a[m])
+    with pytest.raises(mx.base.MXNetError, match="axis=1 is not supported"):
+        mx.nd.contrib.boolean_mask(d, mx.nd.array([1, 0, 1]), axis=1)
+    with pytest.raises(mx.base.MXNetError, match="one value per slice"):
+        mx.nd.contrib.boolean_mask(d, mx.nd.array([1, 0]))
+    with pytest.raises(mx.base.MXNetError, match="depends on the values of index"):
+        mx.sym.contrib.boolean_mask(mx.sym.var("d"), mx.sym.var("i"))
