@@ -9,6 +9,8 @@
 namespace loom {
 
 /// The floats of `text`; throws ParamError "parameter '<name>': cannot read ..." otherwise.
+std::vector<double> parse_double_tuple(const std::string& text, const std::string& name);
+/// parse_double_tuple rounded to float.
 std::vector<float> parse_float_tuple(const std::string& text, const std::string& name);
 
 }  // namespace loom

@@ -104,14 +104,19 @@ Shape parse_shape(const std::string& text) {
   return out;
 }
 
-std::vector<float> parse_float_tuple(const std::string& text, const std::string& name) {
-  std::vector<float> out;
+std::vector<double> parse_double_tuple(const std::string& text, const std::string& name) {
+  std::vector<double> out;
   try {
-    for (const auto& it : tuple_items(text)) out.push_back(static_cast<float>(parse_float(it)));
+    for (const auto& it : tuple_items(text)) out.push_back(parse_float(it));
   } catch (const ParamError&) {
     throw ParamError("parameter '" + name + "': cannot read '" + text + "' as a tuple of floats");
   }
   return out;
+}
+
+std::vector<float> parse_float_tuple(const std::string& text, const std::string& name) {
+  const std::vector<double> d = parse_double_tuple(text, name);
+  return std::vector<float>(d.begin(), d.end());
 }
 
 std::vector<std::optional<int64_t>> parse_optional_tuple(const std::string& text) {

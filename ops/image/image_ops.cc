@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/float_tuple.h"
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
 
@@ -123,23 +124,6 @@ struct LightingParam {
 const auto kLightingSchema = ParamSchema<LightingParam>().required(
     "alpha", &LightingParam::alpha, "The lighting alphas for the R, G, B channels.");
 
-std::vector<double> float_list(const OpAttrs& a, const std::string& text) {
-  std::string s = text;
-  for (char& ch : s)
-    if (ch == '(' || ch == ')' || ch == '[' || ch == ']' || ch == ',') ch = ' ';
-  std::vector<double> v;
-  size_t pos = 0;
-  while (pos < s.size()) {
-    while (pos < s.size() && s[pos] == ' ') ++pos;
-    if (pos >= s.size()) break;
-    size_t end = s.find(' ', pos);
-    if (end == std::string::npos) end = s.size();
-    v.push_back(parse_float(s.substr(pos, end - pos)));
-    pos = end;
-  }
-  return v;
-}
-
 template <Aug A>
 class AugKernel final : public Kernel {
  public:
@@ -150,7 +134,7 @@ class AugKernel final : public Kernel {
     W_ = s[1];
     C_ = s[2];
     if constexpr (A == Aug::kLighting) {
-      const auto al = float_list(a.attrs, a.attrs.param<LightingParam>().alpha);
+      const auto al = parse_double_tuple(a.attrs.param<LightingParam>().alpha, "alpha");
       if (al.size() != 3)
         throw ParamError(what_ + ": alpha must have 3 entries (R, G, B), got " +
                          std::to_string(al.size()));

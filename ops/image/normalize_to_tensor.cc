@@ -6,6 +6,7 @@
 //   _image_normalize(data, mean, std)   (C, H, W) or (N, C, H, W) with C of 1 or 3:
 //       (x[c] - mean[c]) / std[c], mean/std of one value or one per channel; gradient
 //       dy[c] / std[c].
+#include "ops/float_tuple.h"
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
 
@@ -82,19 +83,7 @@ const auto kNormalizeSchema =
                   "Sequence of standard deviations for each channel. Default value is 1.");
 
 std::vector<double> float_tuple(const std::string& text, const char* what) {
-  std::string s = text;
-  for (char& ch : s)
-    if (ch == '(' || ch == ')' || ch == '[' || ch == ']' || ch == ',') ch = ' ';
-  std::vector<double> v;
-  size_t pos = 0;
-  while (pos < s.size()) {
-    while (pos < s.size() && s[pos] == ' ') ++pos;
-    if (pos >= s.size()) break;
-    size_t end = s.find(' ', pos);
-    if (end == std::string::npos) end = s.size();
-    v.push_back(parse_float(s.substr(pos, end - pos)));
-    pos = end;
-  }
+  std::vector<double> v = parse_double_tuple(text, what);
   if (v.empty()) throw ParamError(std::string(what) + " " + text + " is empty");
   return v;
 }

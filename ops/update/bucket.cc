@@ -15,6 +15,7 @@
 
 #include <algorithm>
 
+#include "ops/float_tuple.h"
 #include "ops/infer.h"
 #include "ops/update/update_util.h"
 
@@ -28,23 +29,6 @@ struct BucketParam {
   size_t o = 0;  ///< outputs per tensor
   std::vector<OpAttrs> attrs;  ///< per tensor
 };
-
-std::vector<double> parse_float_tuple(const std::string& s) {
-  std::vector<double> v;
-  std::string cur;
-  auto flush = [&] {
-    size_t b = cur.find_first_not_of(" \t"), e = cur.find_last_not_of(" \t");
-    if (b != std::string::npos) v.push_back(parse_float(cur.substr(b, e - b + 1)));
-    cur.clear();
-  };
-  for (char c : s) {
-    if (c == '(' || c == ')' || c == '[' || c == ']') continue;
-    if (c == ',') flush();
-    else cur += c;
-  }
-  flush();
-  return v;
-}
 
 std::shared_ptr<const void> parse_bucket(const Attrs& dict) {
   auto p = std::make_shared<BucketParam>();
@@ -64,7 +48,7 @@ std::shared_ptr<const void> parse_bucket(const Attrs& dict) {
   p->n = static_cast<size_t>(n);
   std::vector<double> wds;
   if (auto it = dict.find("wds"); it != dict.end()) {
-    wds = parse_float_tuple(it->second);
+    wds = parse_double_tuple(it->second, "wds");
     if (wds.size() != p->n)
       throw ParamError("wds has " + std::to_string(wds.size()) + " values for " +
                        std::to_string(p->n) + " tensors");
