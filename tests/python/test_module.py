@@ -351,13 +351,22 @@ def test_kvstore_local(mx, tmp_path):
     kv3.load_optimizer_states(str(tmp_path / "kv.states"))
 
 
-@pytest.mark.parametrize("name", ["dist_sync", "dist_async", "dist_device_sync", "horovod",
-                                  "byteps"])
-def test_kvstore_multiprocess_types_not_available(mx, name):
-    with pytest.raises(mx.LoomError, match="issue 12"):
+@pytest.mark.parametrize("name", ["dist_async", "dist_device_async", "byteps", "p3"])
+def test_kvstore_async_and_server_types_refused(mx, name):
+    with pytest.raises(mx.LoomError, match="synchronous allreduce"):
         mx.kv.create(name)
-    with pytest.raises(mx.LoomError, match="NCCL"):
-        mx.kv.create("nccl")
+
+
+@pytest.mark.parametrize("name", ["dist_sync", "dist_device_sync", "nccl", "horovod"])
+def test_kvstore_allreduce_types_in_one_process(mx, name):
+    # One process is a job of one worker (tests/dist runs these stores under mpirun -np 2).
+    kv = mx.kv.create(name)
+    assert (kv.type, kv.rank, kv.num_workers) == (name, 0, 1)
+    kv.init(0, mx.nd.array([1.0, 2.0]))
+    kv.push(0, [mx.nd.array([1.0, 1.0]), mx.nd.array([2.0, 3.0])])
+    out = mx.nd.zeros(2)
+    kv.pull(0, out=out)
+    np.testing.assert_array_equal(out.asnumpy(), [3.0, 4.0])
 
 
 def test_bucketing_fit_save_load(mx, tmp_path):

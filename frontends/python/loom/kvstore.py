@@ -1,11 +1,20 @@
-"""mx.kv / mx.kvstore: the single-process key-value store (MXNet 1.x KVStore 'local' and
-'device').
+"""mx.kv / mx.kvstore: MXNet 1.x's key-value stores.
 
-push(key, values) sums the values given for a key (one per device in MXNet) and, with an
-updater or optimizer set, calls updater(key, summed, stored); without one the sum replaces
-the stored value. pull(key, out) copies the stored value into every output. Keys are all ints
-or all strs within one store. Loom arrays are dense: row_sparse_pull and sparse outputs are
-refused. The multi-process stores (dist_*, horovod, byteps) and NCCL are not available."""
+'local' and 'device' live in one process: push(key, values) sums the values given for a key
+(one per device in MXNet) and, with an updater or optimizer set, calls
+updater(key, summed, stored); without one the sum replaces the stored value. pull(key, out)
+copies the stored value into every output. Keys are all ints or all strs within one store.
+Loom arrays are dense: row_sparse_pull and sparse outputs are refused.
+
+'dist_sync', 'dist_device_sync' (and 'dist_sync_device', 'dist'), 'nccl' and 'horovod' span
+the processes of a job started by mpirun (loom.dist; one process is a job of one worker).
+They are synchronous allreduce stores, not parameter servers: a push sums the pushed values
+over every worker (an allreduce) and each worker applies the same update to its own copy, so
+every worker holds the value a dist_sync server would hold; init stores rank 0's value on
+every worker; rank and num_workers are the job's. A Module trained with one of them sums its
+gradients over the workers before each update, with MXNet's rescale_grad =
+1/(batch * num_workers) for the dist_*sync* types. Asynchronous stores (dist_async,
+dist_device_async) and the BytePS / P3 servers are refused."""
 import pickle
 
 from . import ndarray as nd
@@ -13,8 +22,11 @@ from .base import LoomError
 
 __all__ = ["KVStore", "create"]
 
-_DIST_TYPES = ("dist_sync", "dist_async", "dist_device_sync", "dist_sync_device",
-               "dist_device_async", "dist", "horovod", "byteps", "p3")
+#: Types backed by loom.dist's allreduce (synchronous).
+_ALLREDUCE_TYPES = ("dist_sync", "dist_device_sync", "dist_sync_device", "dist", "nccl",
+                    "horovod")
+#: Types Loom refuses: asynchronous parameter servers and other servers' protocols.
+_REFUSED_TYPES = ("dist_async", "dist_device_async", "dist_async_device", "byteps", "p3")
 
 
 class KVStoreError(LoomError):
@@ -241,8 +253,94 @@ class KVStore(object):
 
     _barrier = barrier
 
+    # -- Module's hooks (module/module.py) -------------------------------------------------
+    def _sync_module_params(self, arrays):
+        """Makes every worker start from rank 0's parameters (MXNet's kvstore.init + pull at
+        init_optimizer). One process: nothing to do."""
+
+    def _reduce_module_grads(self, grads):
+        """Sums a Module's gradients over the workers before its update. One process:
+        nothing to do."""
+
     def _send_command_to_servers(self, head, body):
         raise KVStoreError("a local kvstore has no servers")
+
+
+class DistKVStore(KVStore):
+    """A synchronous store over loom.dist (see the module doc): allreduce semantics."""
+
+    def __init__(self, kvtype):
+        from . import dist
+        super().__init__(kvtype)
+        self._dist = dist
+        dist.init()
+
+    @property
+    def rank(self):
+        return self._dist.rank()
+
+    @property
+    def num_workers(self):
+        return self._dist.size()
+
+    def barrier(self):
+        """Returns once every worker has reached it."""
+        self._dist.barrier()
+
+    _barrier = barrier
+
+    def init(self, key, value):
+        """Stores rank 0's value under key on every worker."""
+        super().init(key, value)
+        for k, _ in _pairs(key, value, "init"):
+            _flat_collective([self._store[k]], lambda buf: self._dist.broadcast(buf, root=0))
+
+    def push(self, key, value, priority=0):
+        """Sums the values over this worker's list and over all workers (one allreduce per
+        key), then updates the stored value as the local store does."""
+        summed = []
+        for k, vals in _pairs(key, value, "push"):
+            stored = self._stored(k, "push")
+            for v in vals:
+                _check_dense(v, "push", k)
+            merged = vals[0].copy()
+            for v in vals[1:]:
+                merged += v
+            if tuple(merged.shape) != tuple(stored.shape):
+                raise KVStoreError("push: key %r holds shape %s, value has shape %s"
+                                   % (k, tuple(stored.shape), tuple(merged.shape)))
+            summed.append((k, merged))
+        _flat_collective([m for _, m in summed], self._dist.allreduce)
+        for k, merged in summed:
+            super().push(k, merged, priority)
+
+    def set_gradient_compression(self, compression_params):
+        raise KVStoreError("gradient compression is not supported by Loom's kvstore")
+
+    def _sync_module_params(self, arrays):
+        _flat_collective(list(arrays.values()), lambda buf: self._dist.broadcast(buf, root=0))
+
+    def _reduce_module_grads(self, grads):
+        _flat_collective([g for g in grads.values() if g is not None], self._dist.allreduce)
+
+
+def _flat_collective(arrays, collective):
+    """Runs `collective` (NumPy array -> NumPy array) once per dtype over the arrays packed
+    into one flat buffer, in the given order (the same on every worker), and writes the
+    result back into the arrays."""
+    import numpy as np
+    by_dtype = {}
+    for a in arrays:
+        by_dtype.setdefault(np.dtype(a.dtype).name, []).append(a)
+    for name in sorted(by_dtype):
+        group = by_dtype[name]
+        flat = np.concatenate([a.asnumpy().ravel() for a in group])
+        flat = collective(flat)
+        offset = 0
+        for a in group:
+            n = int(np.prod(a.shape))
+            a[:] = flat[offset:offset + n].reshape(a.shape)
+            offset += n
 
 
 def _OptimizerUpdater(optimizer):
@@ -265,17 +363,19 @@ def _check_dense(v, what, key):
 
 
 def create(name="local"):
-    """A KVStore: 'local' (and local_* variants) or 'device'. 'nccl' and the multi-process
+    """A KVStore: 'local' (and local_* variants) or 'device' in one process; 'dist_sync',
+    'dist_device_sync', 'nccl' or 'horovod' over loom.dist. Asynchronous and other server
     types raise LoomError."""
     if not isinstance(name, str):
         raise TypeError("name must be a string")
     if name.startswith("local") or name == "device" or name.startswith("device"):
         return KVStore(name)
-    if name == "nccl":
-        raise LoomError("kvstore 'nccl': Loom has no NCCL (no GPU devices); use 'local' or "
-                        "'device'")
-    if name.startswith("dist") or name in _DIST_TYPES:
-        raise LoomError("kvstore '%s': data-parallel training over MPI/NCCL is not available "
-                        "in Loom yet (issue 12); use 'local' or 'device' in one process"
+    if name in _ALLREDUCE_TYPES:
+        return DistKVStore(name)
+    if name in _REFUSED_TYPES or "async" in name:
+        raise LoomError("kvstore '%s': Loom's multi-process stores are synchronous allreduce "
+                        "over loom.dist (MPI/NCCL); asynchronous parameter servers and "
+                        "BytePS/P3 are not available; use 'dist_sync' or 'dist_device_sync'"
                         % name)
-    raise LoomError("Unknown kvstore type '%s' (Loom has 'local' and 'device')" % name)
+    raise LoomError("Unknown kvstore type '%s' (Loom has 'local', 'device', 'dist_sync', "
+                    "'dist_device_sync', 'nccl' and 'horovod')" % name)

@@ -22,7 +22,8 @@ def _create_kvstore(kvstore, num_device):
     store, a store (updating on it unless MXNET_UPDATE_ON_KVSTORE=0) for several. Loom runs
     every context's share in one executor, so the store only hosts the module's updater
     (`kvstore._updater`) for code that inspects it; updates always run the module's update
-    graph. Distributed types raise (mx.kv.create)."""
+    graph; with a multi-process store the module sums its gradients over the workers before
+    each update (kvstore._reduce_module_grads) and starts from rank 0's parameters."""
     import os
     from .. import kvstore as kvs
     if kvstore is None:
@@ -310,6 +311,12 @@ class Module(BaseModule):
         self._kvstore = kv
         self._update_on_kvstore = update_on_kvstore
         trained, grads = self._trained_arrays()
+        if kv is not None:
+            # every worker starts from rank 0's parameters (MXNet: kvstore.init + pull)
+            group = self._exec_group
+            kv._sync_module_params({n: group._params[n] for n in self._param_names
+                                    if n in group._params})
+            self._params_dirty = True
         name2idx = {}
         for i, n in sorted(idx2name.items()):
             name2idx.setdefault(n, i)
@@ -389,6 +396,9 @@ class Module(BaseModule):
         backward)."""
         self._require(optimizer=True, what="update")
         self._params_dirty = True
+        if self._kvstore is not None:
+            # gradients summed over the workers of a dist store (a no-op in one process)
+            self._kvstore._reduce_module_grads(self._trained_arrays()[1])
         self._updater()
 
     def get_outputs(self, merge_multi_context=True):
