@@ -119,22 +119,28 @@ class Communicator {
   Communicator(int rank, int size);
 
   /// Back-end hooks, called after validation and counting. `scale` already includes 1/size
-  /// for kAverage. Blocking collectives are a start followed by Request::wait(), so every
-  /// wait is bounded by the timeout.
+  /// for kAverage. With `blocking` the hook may complete the collective itself and return
+  /// nullptr (the MPI back end then uses MPI's blocking call, its fastest algorithms, under a
+  /// watchdog that aborts the job after the timeout); a returned request is waited for by
+  /// Request::wait(), bounded by the timeout.
   virtual std::unique_ptr<Request> start_allreduce(const void* send, void* recv, size_t count,
-                                                   DType t, double scale) = 0;
+                                                   DType t, double scale, bool blocking) = 0;
   virtual std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count,
-                                                        DType t, double scale) = 0;
+                                                        DType t, double scale, bool blocking) = 0;
   virtual std::unique_ptr<Request> start_all_gather(const void* send, void* recv, size_t count,
-                                                    DType t) = 0;
-  virtual std::unique_ptr<Request> start_broadcast(void* data, size_t count, DType t, int root) = 0;
-  virtual std::unique_ptr<Request> start_barrier() = 0;
+                                                    DType t, bool blocking) = 0;
+  virtual std::unique_ptr<Request> start_broadcast(void* data, size_t count, DType t, int root,
+                                                   bool blocking) = 0;
+  virtual std::unique_ptr<Request> start_barrier(bool blocking) = 0;
 
   /// "allreduce #12 of 11700000 float32 on rank 1 of 2": names a collective in messages.
   std::string describe(const char* op, uint64_t serial, size_t count, DType t) const;
 
  private:
   double reduction_scale(const char* op, DType t, ReduceOp rop, double scale) const;
+  static void finish(std::unique_ptr<Request> r) {
+    if (r) r->wait();
+  }
   void check_root(int root) const;
 
   int rank_, size_;

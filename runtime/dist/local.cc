@@ -26,24 +26,24 @@ class LocalCommunicator : public Communicator {
 
  protected:
   std::unique_ptr<Request> start_allreduce(const void* send, void* recv, size_t count, DType t,
-                                           double scale) override {
+                                           double scale, bool) override {
     copy_scaled(send, recv, count, t, scale);
     return std::make_unique<DoneRequest>();
   }
   std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count, DType t,
-                                                double scale) override {
+                                                double scale, bool) override {
     copy_scaled(send, recv, count, t, scale);
     return std::make_unique<DoneRequest>();
   }
-  std::unique_ptr<Request> start_all_gather(const void* send, void* recv, size_t count,
-                                            DType t) override {
+  std::unique_ptr<Request> start_all_gather(const void* send, void* recv, size_t count, DType t,
+                                            bool) override {
     copy_scaled(send, recv, count, t, 1.0);
     return std::make_unique<DoneRequest>();
   }
-  std::unique_ptr<Request> start_broadcast(void*, size_t, DType, int) override {
+  std::unique_ptr<Request> start_broadcast(void*, size_t, DType, int, bool) override {
     return std::make_unique<DoneRequest>();
   }
-  std::unique_ptr<Request> start_barrier() override { return std::make_unique<DoneRequest>(); }
+  std::unique_ptr<Request> start_barrier(bool) override { return std::make_unique<DoneRequest>(); }
 };
 
 const bool registered =

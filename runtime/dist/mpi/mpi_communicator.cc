@@ -1,13 +1,21 @@
-// The MPI back end (Open MPI on CPU; any MPI-3 library): every collective is an MPI-3
-// non-blocking call on a duplicate of MPI_COMM_WORLD, completed by polling MPI_Test so that
-// a wait is bounded by LOOM_DIST_TIMEOUT_S. Compiled only when CMake finds MPI (LOOM_MPI).
+// The MPI back end (Open MPI on CPU; any MPI-3 library), on a duplicate of MPI_COMM_WORLD.
+// A blocking collective is MPI's blocking call (Open MPI's tuned algorithms: twice as fast as
+// the non-blocking ones for large buffers here) watched by a thread that aborts the job, naming
+// the collective and rank, when it outlasts LOOM_DIST_TIMEOUT_S; a hang inside MPI cannot be
+// unwound into an exception. A non-blocking collective is the MPI-3 I-call, completed by
+// polling MPI_Test (Request::wait throws DistError after the timeout). Compiled only when
+// CMake finds MPI (LOOM_MPI).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <dlfcn.h>
 #include <mpi.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 #include "runtime/dist/communicator.h"
 #include "runtime/dtype_traits.h"
@@ -31,48 +39,100 @@ void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
     b[i] = float_to_half_bits(half_bits_to_float(a[i]) + half_bits_to_float(b[i]));
 }
 
-// A request plus what remains once MPI is done: the scale pass and, for an in-place
-// reduce-scatter, moving the chunk from where MPI leaves it (offset 0) to rank*count.
+// What remains once MPI is done: moving an in-place reduce-scatter's chunk from where MPI
+// leaves it (offset 0) to rank*count, then the scale pass.
+struct After {
+  const void* move_from = nullptr;
+  void* move_to = nullptr;
+  size_t move_bytes = 0;
+  void* scale_data = nullptr;
+  size_t scale_count = 0;
+  DType scale_dtype = DType::kFloat32;
+  double scale = 1.0;
+
+  void run() const {
+    if (move_bytes) std::memmove(move_to, move_from, move_bytes);
+    if (scale_data) scale_buffer(scale_data, scale_count, scale_dtype, scale);
+  }
+};
+
 class MpiRequest : public Request {
  public:
-  MpiRequest(std::string what, double timeout_s, MPI_Request req)
-      : Request(std::move(what), timeout_s), req_(req) {}
-  ~MpiRequest() override {
-    // A request dropped before completion (an exception unwound past it) is left to MPI:
-    // freeing an active collective request is erroneous, and the job is ending anyway.
-  }
+  MpiRequest(std::string what, double timeout_s, MPI_Request req, After after)
+      : Request(std::move(what), timeout_s), req_(req), after_(after) {}
+  // A request dropped before completion (an exception unwound past it) is left to MPI:
+  // freeing an active collective request is erroneous, and the job is ending anyway.
   bool test() override {
     if (done_) return true;
     int flag = 0;
     check_mpi(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE), what());
     if (!flag) return false;
-    if (move_bytes_) std::memmove(move_to_, move_from_, move_bytes_);
-    scale_buffer(scale_data_, scale_count_, scale_dtype_, scale_);
+    after_.run();
     done_ = true;
     return true;
-  }
-  void then_move(const void* from, void* to, size_t bytes) {
-    move_from_ = from;
-    move_to_ = to;
-    move_bytes_ = bytes;
-  }
-  void then_scale(void* data, size_t count, DType t, double scale) {
-    scale_data_ = data;
-    scale_count_ = count;
-    scale_dtype_ = t;
-    scale_ = scale;
   }
 
  private:
   MPI_Request req_;
+  After after_;
   bool done_ = false;
-  const void* move_from_ = nullptr;
-  void* move_to_ = nullptr;
-  size_t move_bytes_ = 0;
-  void* scale_data_ = nullptr;
-  size_t scale_count_ = 0;
-  DType scale_dtype_ = DType::kFloat32;
-  double scale_ = 1.0;
+};
+
+// Calls `expire(what)` (which must not return) when a watched blocking call outlasts its
+// timeout. One thread per communicator, asleep between collectives.
+class Watchdog {
+ public:
+  explicit Watchdog(std::function<void(const std::string&)> expire)
+      : expire_(std::move(expire)), thread_([this] { loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void arm(const std::string& what, double timeout_s) {
+    if (timeout_s <= 0) return;
+    std::lock_guard<std::mutex> lock(m_);
+    what_ = what;
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(timeout_s));
+    timeout_s_ = timeout_s;
+    armed_ = true;
+    cv_.notify_all();
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> lock(m_);
+    armed_ = false;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(m_);
+    while (!stop_) {
+      if (!armed_) {
+        cv_.wait(lock);
+        continue;
+      }
+      const auto deadline = deadline_;
+      cv_.wait_until(lock, deadline);
+      if (armed_ && !stop_ && deadline_ == deadline && std::chrono::steady_clock::now() >= deadline)
+        expire_(what_ + " did not complete within " + std::to_string(static_cast<int>(timeout_s_)) +
+                " s (LOOM_DIST_TIMEOUT_S): another rank is stalled, dead or calling a different "
+                "collective; aborting every rank");
+    }
+  }
+
+  std::function<void(const std::string&)> expire_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool armed_ = false, stop_ = false;
+  std::chrono::steady_clock::time_point deadline_;
+  double timeout_s_ = 0;
+  std::string what_;
+  std::thread thread_;
 };
 
 class MpiCommunicator;
@@ -136,64 +196,68 @@ class MpiCommunicator : public Communicator {
 
  protected:
   std::unique_ptr<Request> start_allreduce(const void* send, void* recv, size_t count, DType t,
-                                           double scale) override {
+                                           double scale, bool blocking) override {
     const std::string what = describe("allreduce", stats().allreduce, count, t);
-    MPI_Request req;
-    check_mpi(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, checked_count(count, what),
-                             reduce_type(t), reduce_op(t), comm_, &req),
-              what);
-    auto r = std::make_unique<MpiRequest>(what, timeout_s(), req);
-    r->then_scale(recv, count, t, scale);
-    return r;
+    const void* in = send == recv ? MPI_IN_PLACE : send;
+    const int n = checked_count(count, what);
+    After after{.scale_data = recv, .scale_count = count, .scale_dtype = t, .scale = scale};
+    return run(what, blocking, after, [&](MPI_Request* req) {
+      return req ? MPI_Iallreduce(in, recv, n, reduce_type(t), reduce_op(t), comm_, req)
+                 : MPI_Allreduce(in, recv, n, reduce_type(t), reduce_op(t), comm_);
+    });
   }
 
   std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count, DType t,
-                                                double scale) override {
+                                                double scale, bool blocking) override {
     const std::string what = describe("reduce_scatter", stats().reduce_scatter, count, t);
     const size_t chunk = count * dtype_size(t);
     const bool in_place = static_cast<const char*>(send) + rank() * chunk == recv;
     // In place, MPI reads the whole buffer and leaves this rank's block at its start.
-    void* mpi_recv = in_place ? const_cast<void*>(send) : recv;
-    MPI_Request req;
-    check_mpi(MPI_Ireduce_scatter_block(in_place ? MPI_IN_PLACE : send, mpi_recv,
-                                        checked_count(count, what), reduce_type(t), reduce_op(t),
-                                        comm_, &req),
-              what);
-    auto r = std::make_unique<MpiRequest>(what, timeout_s(), req);
-    if (in_place && rank() != 0) r->then_move(mpi_recv, recv, chunk);
-    r->then_scale(recv, count, t, scale);
-    return r;
+    void* out = in_place ? const_cast<void*>(send) : recv;
+    const void* in = in_place ? MPI_IN_PLACE : send;
+    const int n = checked_count(count, what);
+    After after{.scale_data = recv, .scale_count = count, .scale_dtype = t, .scale = scale};
+    if (in_place && rank() != 0) {
+      after.move_from = out;
+      after.move_to = recv;
+      after.move_bytes = chunk;
+    }
+    return run(what, blocking, after, [&](MPI_Request* req) {
+      return req ? MPI_Ireduce_scatter_block(in, out, n, reduce_type(t), reduce_op(t), comm_, req)
+                 : MPI_Reduce_scatter_block(in, out, n, reduce_type(t), reduce_op(t), comm_);
+    });
   }
 
-  std::unique_ptr<Request> start_all_gather(const void* send, void* recv, size_t count,
-                                            DType t) override {
+  std::unique_ptr<Request> start_all_gather(const void* send, void* recv, size_t count, DType t,
+                                            bool blocking) override {
     const std::string what = describe("all_gather", stats().all_gather, count, t);
     const size_t chunk = count * dtype_size(t);
     const bool in_place = static_cast<const char*>(recv) + rank() * chunk == send;
+    const void* in = in_place ? MPI_IN_PLACE : send;
     const int n = checked_count(chunk, what);
-    MPI_Request req;
-    check_mpi(
-        MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, MPI_BYTE, recv, n, MPI_BYTE, comm_, &req),
-        what);
-    return std::make_unique<MpiRequest>(what, timeout_s(), req);
+    return run(what, blocking, After{}, [&](MPI_Request* req) {
+      return req ? MPI_Iallgather(in, n, MPI_BYTE, recv, n, MPI_BYTE, comm_, req)
+                 : MPI_Allgather(in, n, MPI_BYTE, recv, n, MPI_BYTE, comm_);
+    });
   }
 
-  std::unique_ptr<Request> start_broadcast(void* data, size_t count, DType t, int root) override {
+  std::unique_ptr<Request> start_broadcast(void* data, size_t count, DType t, int root,
+                                           bool blocking) override {
     const std::string what =
         describe("broadcast", stats().broadcast, count, t) + " from rank " + std::to_string(root);
-    MPI_Request req;
-    check_mpi(
-        MPI_Ibcast(data, checked_count(count * dtype_size(t), what), MPI_BYTE, root, comm_, &req),
-        what);
-    return std::make_unique<MpiRequest>(what, timeout_s(), req);
+    const int n = checked_count(count * dtype_size(t), what);
+    return run(what, blocking, After{}, [&](MPI_Request* req) {
+      return req ? MPI_Ibcast(data, n, MPI_BYTE, root, comm_, req)
+                 : MPI_Bcast(data, n, MPI_BYTE, root, comm_);
+    });
   }
 
-  std::unique_ptr<Request> start_barrier() override {
+  std::unique_ptr<Request> start_barrier(bool blocking) override {
     const std::string what = "barrier #" + std::to_string(stats().barrier) + " on rank " +
                              std::to_string(rank()) + " of " + std::to_string(size()) + " (mpi)";
-    MPI_Request req;
-    check_mpi(MPI_Ibarrier(comm_, &req), what);
-    return std::make_unique<MpiRequest>(what, timeout_s(), req);
+    return run(what, blocking, After{}, [&](MPI_Request* req) {
+      return req ? MPI_Ibarrier(comm_, req) : MPI_Barrier(comm_);
+    });
   }
 
  private:
@@ -215,6 +279,24 @@ class MpiCommunicator : public Communicator {
       if (g_live) g_live->abort(134, what + "; aborting every rank");
       std::abort();
     });
+  }
+
+  // One collective: `issue(nullptr)` makes MPI's blocking call (under the watchdog) and
+  // `issue(&req)` its non-blocking twin, returned as a request.
+  template <class Issue>
+  std::unique_ptr<Request> run(const std::string& what, bool blocking, const After& after,
+                               Issue issue) {
+    if (!blocking) {
+      MPI_Request req;
+      check_mpi(issue(&req), what);
+      return std::make_unique<MpiRequest>(what, timeout_s(), req, after);
+    }
+    watchdog_.arm(what, timeout_s());
+    const int rc = issue(nullptr);
+    watchdog_.disarm();
+    check_mpi(rc, what);
+    after.run();
+    return nullptr;
   }
 
   static int checked_count(size_t count, const std::string& what) {
@@ -243,6 +325,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_;
   MPI_Op half_sum_ = MPI_OP_NULL;
   bool owns_mpi_;
+  Watchdog watchdog_{[this](const std::string& why) { abort(70, why); }};
 };
 
 const bool registered = (register_backend("mpi", &MpiCommunicator::create), true);

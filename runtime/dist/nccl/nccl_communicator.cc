@@ -163,28 +163,29 @@ class NcclCommunicator : public Communicator {
 
  protected:
   std::unique_ptr<Request> start_allreduce(const void* send, void* recv, size_t count, DType t,
-                                           double scale) override {
+                                           double scale, bool) override {
     const std::string what = describe("allreduce", stats().allreduce, count, t);
     return launch(what, scale, t, [&](ncclRedOp_t op) {
       return nccl().all_reduce(send, recv, count, nccl_type(t), op, comm_, stream_);
     });
   }
   std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count, DType t,
-                                                double scale) override {
+                                                double scale, bool) override {
     const std::string what = describe("reduce_scatter", stats().reduce_scatter, count, t);
     return launch(what, scale, t, [&](ncclRedOp_t op) {
       return nccl().reduce_scatter(send, recv, count, nccl_type(t), op, comm_, stream_);
     });
   }
-  std::unique_ptr<Request> start_all_gather(const void* send, void* recv, size_t count,
-                                            DType t) override {
+  std::unique_ptr<Request> start_all_gather(const void* send, void* recv, size_t count, DType t,
+                                            bool) override {
     const std::string what = describe("all_gather", stats().all_gather, count, t);
     const size_t bytes = count * dtype_size(t);
     return launch(what, 1.0, DType::kUint8, [&](ncclRedOp_t) {
       return nccl().all_gather(send, recv, bytes, ncclUint8, comm_, stream_);
     });
   }
-  std::unique_ptr<Request> start_broadcast(void* data, size_t count, DType t, int root) override {
+  std::unique_ptr<Request> start_broadcast(void* data, size_t count, DType t, int root,
+                                           bool) override {
     const std::string what = describe("broadcast", stats().broadcast, count, t);
     const size_t bytes = count * dtype_size(t);
     return launch(what, 1.0, DType::kUint8, [&](ncclRedOp_t) {
@@ -192,7 +193,7 @@ class NcclCommunicator : public Communicator {
     });
   }
   // NCCL has no barrier: a one-element allreduce on a device scratch word stands for it.
-  std::unique_ptr<Request> start_barrier() override {
+  std::unique_ptr<Request> start_barrier(bool) override {
     const std::string what = "barrier #" + std::to_string(stats().barrier) + " on rank " +
                              std::to_string(rank()) + " (nccl)";
     return launch(what, 1.0, DType::kInt32, [&](ncclRedOp_t op) {
