@@ -62,50 +62,44 @@ void Communicator::check_root(int root) const {
 std::unique_ptr<Request> Communicator::iallreduce(const void* send, void* recv, size_t count,
                                                   DType t, ReduceOp op, double scale) {
   const double s = reduction_scale("allreduce", t, op, scale);
-  ++stats_.allreduce;
-  stats_.bytes += count * dtype_size(t);
+  count_collective(stats_.allreduce, count * dtype_size(t));
   return start_allreduce(send, recv, count, t, s, false);
 }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DType t, ReduceOp op,
                              double scale) {
   const double s = reduction_scale("allreduce", t, op, scale);
-  ++stats_.allreduce;
-  stats_.bytes += count * dtype_size(t);
+  count_collective(stats_.allreduce, count * dtype_size(t));
   finish(start_allreduce(send, recv, count, t, s, true));
 }
 
 std::unique_ptr<Request> Communicator::ireduce_scatter(const void* send, void* recv, size_t count,
                                                        DType t, ReduceOp op, double scale) {
   const double s = reduction_scale("reduce_scatter", t, op, scale);
-  ++stats_.reduce_scatter;
-  stats_.bytes += count * size_ * dtype_size(t);
+  count_collective(stats_.reduce_scatter, count * size_ * dtype_size(t));
   return start_reduce_scatter(send, recv, count, t, s, false);
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, size_t count, DType t, ReduceOp op,
                                   double scale) {
   const double s = reduction_scale("reduce_scatter", t, op, scale);
-  ++stats_.reduce_scatter;
-  stats_.bytes += count * size_ * dtype_size(t);
+  count_collective(stats_.reduce_scatter, count * size_ * dtype_size(t));
   finish(start_reduce_scatter(send, recv, count, t, s, true));
 }
 
 void Communicator::all_gather(const void* send, void* recv, size_t count, DType t) {
-  ++stats_.all_gather;
-  stats_.bytes += count * dtype_size(t);
+  count_collective(stats_.all_gather, count * dtype_size(t));
   finish(start_all_gather(send, recv, count, t, true));
 }
 
 void Communicator::broadcast(void* data, size_t count, DType t, int root) {
   check_root(root);
-  ++stats_.broadcast;
-  stats_.bytes += count * dtype_size(t);
+  count_collective(stats_.broadcast, count * dtype_size(t));
   finish(start_broadcast(data, count, t, root, true));
 }
 
 void Communicator::barrier() {
-  ++stats_.barrier;
+  count_collective(stats_.barrier, 0);
   finish(start_barrier(true));
 }
 

@@ -110,8 +110,9 @@ class Communicator {
 
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = CommStats{}; }
-  /// Seconds a blocking collective or wait() may take before DistError (LOOM_DIST_TIMEOUT_S,
-  /// default 300; 0 = no limit).
+  /// Seconds a collective may take (LOOM_DIST_TIMEOUT_S, default 300; 0 = no limit): then
+  /// Request::wait() throws DistError, and a blocking MPI call, which cannot be interrupted,
+  /// aborts the job with a message naming the collective and rank.
   double timeout_s() const { return timeout_s_; }
   void set_timeout_s(double s) { timeout_s_ = s; }
 
@@ -138,6 +139,10 @@ class Communicator {
 
  private:
   double reduction_scale(const char* op, DType t, ReduceOp rop, double scale) const;
+  void count_collective(uint64_t& counter, size_t bytes) {
+    ++counter;
+    stats_.bytes += bytes;
+  }
   static void finish(std::unique_ptr<Request> r) {
     if (r) r->wait();
   }
