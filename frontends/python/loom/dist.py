@@ -11,10 +11,12 @@ job; a process started on its own is a job of one rank and needs no MPI::
 
 Collectives take an NDArray or anything NumPy accepts and return a new array of the same
 kind (an NDArray on the input's context, or a NumPy array); every rank must call the same
-collectives in the same order with the same shapes. A blocking call that does not complete
-within ``LOOM_DIST_TIMEOUT_S`` seconds (default 300) raises :class:`DistError` naming the
-collective and rank. An uncaught exception on a rank of a multi-rank job ends the whole job
-(MPI_Abort), so no other rank waits forever.
+collectives in the same order with the same shapes. A collective that does not complete
+within ``LOOM_DIST_TIMEOUT_S`` seconds (default 300) ends the job with a message naming the
+collective and rank (a peer died, stalled or called another collective). An uncaught
+exception on a rank of a multi-rank job ends the whole job (MPI_Abort), so no other rank
+waits forever; a rank that exits normally (sys.exit) while others still communicate is
+caught by that timeout.
 """
 
 import sys
@@ -156,5 +158,5 @@ def reset_stats():
 
 
 def set_timeout(seconds):
-    """Seconds a collective may wait before DistError (0: no limit)."""
+    """Seconds a collective may wait before the job is ended (0: no limit)."""
     _loom.dist_set_timeout(float(seconds))
