@@ -66,11 +66,14 @@ std::vector<NDArray> ref_arg(const RefCall& c, bool is_max, const std::string& a
   NDArray y(c.out_shapes[0]);
   for (int64_t o = 0; o < a.outer; ++o)
     for (int64_t i = 0; i < a.inner; ++i) {
-      int64_t best = 0;
+      // NumPy's rule: the first NaN if there is one, else the first extreme.
+      int64_t best = 0, first_nan = -1;
       for (int64_t k = 0; k < a.n; ++k) {
         double v = c.in[0].at((o * a.n + k) * a.inner + i), b = c.in[0].at((o * a.n + best) * a.inner + i);
+        if (std::isnan(v) && first_nan < 0) first_nan = k;
         if (is_max ? v > b : v < b) best = k;
       }
+      if (first_nan >= 0) best = first_nan;
       y.data<float>()[o * a.inner + i] = static_cast<float>(best);
     }
   return {y};
@@ -199,6 +202,15 @@ TEST(OpsIndex, ArgmaxMatchesMXNet) {
   EXPECT_EQ(flat.at(0), 11);
   EXPECT_EQ(values(ImperativeOp("argmax_channel", {}, {{3, 4}}).forward({iota({3, 4})})[0]),
             (std::vector<float>{3, 3, 3}));
+  // A NaN is the extreme, the first one counting (MXNet 1.9.1 and NumPy: [1, 0, 3] for both).
+  const float nan = std::nanf(""), inf = INFINITY;
+  NDArray n = from({3, 4}, {1, nan, 3, nan, nan, -inf, 5, inf, 2, 1, inf, nan});
+  EXPECT_EQ(values(ImperativeOp("argmax", {{"axis", "1"}}, {{3, 4}}).forward({n})[0]),
+            (std::vector<float>{1, 0, 3}));
+  EXPECT_EQ(values(ImperativeOp("argmin", {{"axis", "1"}}, {{3, 4}}).forward({n})[0]),
+            (std::vector<float>{1, 0, 3}));
+  EXPECT_EQ(values(ImperativeOp("argmin", {{"axis", "0"}}, {{3, 4}}).forward({n})[0]),
+            (std::vector<float>{1, 0, 0, 0}));
 }
 
 TEST(OpsIndex, NormMatchesMXNet) {

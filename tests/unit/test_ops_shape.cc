@@ -266,5 +266,15 @@ TEST(OpsShape, BroadcastLikeGradient) {
   for (int i = 0; i < 12; ++i) EXPECT_EQ(grads[1].at(i), 0.0);
 }
 
+// Empty lhs_axes/rhs_axes are refused, as MXNet's test_broadcast_like_axis requires.
+TEST(OpsShape, BroadcastLikeEmptyAxesRejected) {
+  EXPECT_THROW(ImperativeOp("broadcast_like", {{"lhs_axes", "()"}, {"rhs_axes", "()"}},
+                            {{1, 3}, {4, 3}}),
+               ShapeError);
+  ImperativeOp ok("broadcast_like", {{"lhs_axes", "(0,)"}, {"rhs_axes", "(0,)"}}, {{1, 3}, {4, 3}});
+  EXPECT_EQ(ok.forward({NDArray::full({1, 3}, 2.0), NDArray::full({4, 3}, 0.0)})[0].shape(),
+            (Shape{4, 3}));
+}
+
 }  // namespace
 }  // namespace loom::test
