@@ -48,8 +48,10 @@ NDArray adopt(void* data, Device dev, Shape shape, DType dtype, std::shared_ptr<
 }
 
 // The NumPy array's own memory as an NDArray (mx.nd.from_numpy(zero_copy=True)); the array
-// is kept alive by the NDArray. The caller checked it is C-contiguous.
+// is kept alive by the NDArray.
 NDArray adopt_numpy(py::array arr) {
+  if (!(arr.flags() & py::array::c_style))
+    throw py::value_error("from_numpy: only a C-contiguous array can be shared without a copy");
   DType t = dtype_from_py(arr.dtype());
   Shape shape(std::vector<int64_t>(arr.shape(), arr.shape() + arr.ndim()));
   void* data = const_cast<void*>(arr.data());
