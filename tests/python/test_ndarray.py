@@ -203,6 +203,9 @@ def test_dlpack_with_numpy_both_ways(mx):
     a[:] = 4
     assert np.all(v == 4)
     assert a.__dlpack_device__() == (1, 0)  # kDLCPU, device 0
+    if np.lib.NumpyVersion(np.__version__) >= "2.1.0":  # from_dlpack(copy=) is NumPy 2.1's
+        w = np.from_dlpack(a, copy=True)
+        assert w.ctypes.data != a._data_ptr() and np.all(w == 4)
 
     x = np.arange(12, dtype=np.float64).reshape(3, 4)
     for source in (x, x.__dlpack__()):
