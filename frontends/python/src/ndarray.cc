@@ -166,8 +166,9 @@ bool dl_compact(const DLTensor& t) {
 NDArray from_dlpack(py::object obj) {
   if (!PyCapsule_CheckExact(obj.ptr())) {
     if (!py::hasattr(obj, "__dlpack__"))
-      throw py::type_error("from_dlpack: expected a DLPack capsule or an object with "
-                           "__dlpack__, got " + std::string(py::str(py::type::of(obj))));
+      throw py::type_error(
+          "from_dlpack: expected a DLPack capsule or an object with __dlpack__, got " +
+          std::string(py::str(py::type::of(obj))));
     obj = obj.attr("__dlpack__")();
   }
   if (!PyCapsule_IsValid(obj.ptr(), kCapsule))
