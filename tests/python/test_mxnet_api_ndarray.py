@@ -351,3 +351,50 @@ def test_contrib_boolean_mask(mx):
         mx.nd.contrib.boolean_mask(d, mx.nd.array([1, 0]))
     with pytest.raises(mx.base.MXNetError, match="depends on the values of index"):
         mx.sym.contrib.boolean_mask(mx.sym.var("d"), mx.sym.var("i"))
+
+
+def test_raw_handles_through_ctypes(mx):
+    """MXNet monitor code turns a handle back into an array:
+    NDArray(ctypes.cast(arr, NDArrayHandle), writable=False) shares the same memory."""
+    import ctypes
+    from loom.operator import NDArray, NDArrayHandle, py_str
+    a = mx.nd.array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    b = NDArray(ctypes.cast(a, NDArrayHandle), writable=False)
+    assert b.shape == (2, 3)
+    b[:] = 7
+    np.testing.assert_array_equal(a.asnumpy(), np.full((2, 3), 7, np.float32))
+    assert py_str(b"conv_output") == "conv_output" and py_str("x") == "x"
+    stale = ctypes.cast(mx.nd.ones((1,)), NDArrayHandle)  # its array is gone at once
+    import gc
+    gc.collect()
+    with pytest.raises(mx.base.MXNetError, match="not the handle of a live"):
+        NDArray(stale)
+    with pytest.raises(mx.base.MXNetError, match="not the handle of a live"):
+        NDArray(ctypes.c_void_p(12345))
+
+
+def test_monitor_callback_in_mxnet_raw_style(mx):
+    """A Module executor's monitor callback written against MXNet's C API (bytes-or-str name
+    through py_str, the array through ctypes) sees every input and output of the node, with
+    the values the forward pass used, also after the input shape changed."""
+    import ctypes
+    from loom.operator import NDArray, NDArrayHandle, py_str
+    seen = {}
+
+    def cb(name, arr):
+        seen[py_str(name)] = NDArray(ctypes.cast(arr, NDArrayHandle), writable=False).asnumpy()
+
+    data = mx.sym.Variable("data", shape=(1, 3, 4, 4))
+    sym = mx.sym.Convolution(data, kernel=(1, 1), num_filter=2, name="conv")
+    mod = mx.mod.Module(sym, label_names=None)
+    mod.bind(for_training=False, data_shapes=[("data", (1, 3, 4, 4))])
+    mod.init_params(mx.init.Uniform(0.5))
+    mod._exec_group.execs[0].set_monitor_callback(cb, monitor_all=True)
+    x = np.random.RandomState(0).uniform(size=(1, 3, 4, 6)).astype(np.float32)
+    mod.forward(mx.io.DataBatch([mx.nd.array(x)]), is_train=False)
+    # MXNet 1.9.1 (subgraphs off) reports the variables and the node's inputs and output.
+    assert set(seen) == {"data", "conv_data", "conv_weight", "conv_bias", "conv_output"}
+    w, b = seen["conv_weight"].reshape(2, 3), seen["conv_bias"]
+    want = np.einsum("oc,nchw->nohw", w, x) + b[None, :, None, None]
+    np.testing.assert_allclose(seen["conv_data"], x)
+    np.testing.assert_allclose(seen["conv_output"], want, rtol=1e-5, atol=1e-6)

@@ -1,4 +1,5 @@
 """Errors and small helpers shared by the loom package (MXNet's mxnet.base)."""
+import ctypes
 import numbers
 
 import numpy as np
@@ -94,6 +95,10 @@ class NotImplementedForSymbol(NotImplementedError):
 def _as_list(obj):
     """obj itself if it is a list, else [obj]."""
     return obj if isinstance(obj, list) else [obj]
+
+
+#: MXNet's handle type; Loom's NDArrays pass through ctypes as such tokens (ndarray.py).
+NDArrayHandle = ctypes.c_void_p
 
 
 def py_str(x):

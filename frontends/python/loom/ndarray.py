@@ -1,7 +1,9 @@
 """mx.nd: NDArray, array creation, .params save/load and every registered op as an
 imperative function (run through the same kernels as the executor)."""
 import builtins
+import ctypes
 import sys
+import weakref
 
 import numpy as np
 
@@ -680,6 +682,30 @@ NDArray.wait_to_read = lambda self: None
 NDArray.wait_to_write = lambda self: None
 NDArray.T = property(lambda self: invoke("transpose", [self]))
 NDArray.handle = property(lambda self: self)
+
+# MXNet code that works with raw handles (a monitor callback doing
+# `NDArray(ctypes.cast(arr, NDArrayHandle), writable=False)`) gets a token: ctypes takes an
+# NDArray through _as_parameter_ (a c_void_p naming it in a weak table), and NDArray(handle)
+# looks the token up. A token outlives nothing: once the array is gone it is refused.
+_lent = weakref.WeakValueDictionary()
+
+
+def _as_parameter(self):
+    _lent[id(self)] = self
+    return ctypes.c_void_p(id(self))
+
+
+def _from_handle(handle):
+    key = handle.value if isinstance(handle, ctypes.c_void_p) else handle
+    arr = _lent.get(key) if isinstance(key, int) else None
+    if arr is None:
+        raise LoomError("NDArray(handle): %r is not the handle of a live Loom NDArray (Loom "
+                        "hands out handles through ctypes, e.g. ctypes.cast(arr, NDArrayHandle))"
+                        % (handle,))
+    return arr
+
+
+NDArray._as_parameter_ = property(_as_parameter)
 
 # Fluent methods: x.exp(), x.sum(axis=1), x.flatten(), ... where the op exists.
 _FLUENT = ["abs", "sign", "round", "floor", "ceil", "sqrt", "rsqrt", "square", "exp", "expm1",

@@ -2,9 +2,11 @@
 CustomOp, register with @mx.operator.register("name"), use with mx.sym.Custom(...,
 op_type="name"). Python callbacks run with the GIL taken by the engine only while they run."""
 import collections
+import ctypes  # noqa: F401  (MXNet's mx.operator exports it; its tests use ctypes.cast)
 
 from . import _loom
-from .base import LoomError
+from .base import LoomError, NDArrayHandle, py_str  # noqa: F401  (MXNet's exports)
+from .ndarray import NDArray  # noqa: F401
 
 
 class CustomOp:

@@ -206,6 +206,13 @@ NDArray from_dlpack(py::object obj) {
 
 void init_ndarray(py::module_& m) {
   py::class_<NDArray>(m, "NDArray", "An n-dimensional array on a device (mx.nd.NDArray).")
+      // NDArray(handle, writable=True): MXNet's construction from a raw handle; Loom's
+      // handles are tokens of live arrays (loom/ndarray.py _from_handle). The result shares
+      // the array's memory; `writable` is accepted and not enforced.
+      .def(py::init([](const py::object& handle, bool) {
+             return py::module_::import("loom.ndarray").attr("_from_handle")(handle).cast<NDArray>();
+           }),
+           py::arg("handle"), py::arg("writable") = true)
       .def_property_readonly("shape", [](const NDArray& a) { return shape_to_tuple(a.shape()); })
       .def_property_readonly("dtype",
                              [](const NDArray& a) { return dtype_to_numpy_type(a.dtype()); })
