@@ -158,3 +158,19 @@ def test_zeros_ones_out_and_reshape_error(mx):
     with pytest.raises(mx.ShapeError):
         mx.nd.zeros((2, 3, 5)).reshape((2, 3))
     assert mx.base.mx_real_t is np.float32
+
+
+def test_perplexity_with_ignore_label_sums_in_float32(mx):
+    """MXNet sums the log-probabilities in the prediction's dtype (float32) even when an
+    ignore_label is set: Loom must not promote them to float64 through the mask."""
+    pred = np.array([[0.8, 0.2], [0.2, 0.8], [0.3, 0.7], [0.5, 0.5]], np.float32)
+    label = np.array([0, 1, 1, 0], np.float32)
+    for ignore in (-1, 0):
+        keep = label != ignore
+        p = pred[np.arange(4), label.astype(np.int32)]
+        p = np.where(keep, p, np.float32(1))
+        logsum = np.log(np.maximum(np.float32(1e-10), p)).sum(dtype=np.float32)
+        want = np.exp(-float(logsum) / int(keep.sum()))
+        m = mx.metric.create("perplexity", ignore)
+        m.update([mx.nd.array(label)], [mx.nd.array(pred)])
+        assert m.get()[1] == want

@@ -523,7 +523,9 @@ class Perplexity(EvalMetric):
             pred = _np.moveaxis(pred, self.axis, -1).reshape((label.size, -1))
             prob = pred[_np.arange(label.size), _np.clip(label, 0, pred.shape[1] - 1)]
             if self.ignore_label is not None:
-                ignore = (label == self.ignore_label)
+                # In the prediction's dtype, as MXNet: a bool/int mask would promote float32
+                # probabilities to float64 and change the sum's rounding.
+                ignore = (label == self.ignore_label).astype(prob.dtype)
                 num -= int(ignore.sum())
                 prob = prob * (1 - ignore) + ignore
             loss -= float(_np.sum(_np.log(_np.maximum(1e-10, prob))))
