@@ -203,7 +203,11 @@ void order_nodes(ExecGraph& eg, size_t n) {
   bool appended = false;
   for (size_t i = 0; i < n; ++i) appended = appended || eg.nodes[i].graph_node == kNoEntry ||
                                             eg.nodes[i].kind == ExecNode::Kind::kBackward;
-  if (!any && !appended) return;
+  // Prologue nodes (OpDef::prologue) run before every other node.
+  std::vector<size_t> prologue;
+  for (size_t i = 0; i < n; ++i)
+    if (eg.nodes[i].attrs && eg.nodes[i].attrs->op->prologue) prologue.push_back(i);
+  if (!any && !appended && prologue.empty()) return;
   // Edges: producer -> consumer, and other reader -> in-place writer.
   std::vector<std::vector<uint32_t>> next(n);
   std::vector<int> indeg(n, 0);
@@ -221,6 +225,9 @@ void order_nodes(ExecGraph& eg, size_t n) {
     for (auto e : ins)
       if (e != kNoEntry && producer[e] >= 0) edge(static_cast<size_t>(producer[e]), i);
   }
+  for (size_t p : prologue)
+    for (size_t i = 0; i < n; ++i)
+      if (eg.nodes[i].attrs && !eg.nodes[i].attrs->op->prologue) edge(p, i);
   for (size_t e = 0; e < writer.size(); ++e) {
     if (writer[e] < 0) continue;
     for (auto r : readers[e])

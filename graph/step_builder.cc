@@ -6,7 +6,9 @@
 #include <set>
 
 #include "graph/infer.h"
+#include "graph/json.h"
 #include "ops/param.h"
+#include "runtime/dist/communicator.h"
 
 namespace loom {
 namespace {
@@ -70,6 +72,53 @@ Attrs lr_attrs(const OptimizerSpec& opt) {
   return a;
 }
 
+/// The job size a data-parallel step is built for (1 without dist).
+int dist_world(const StepOptions& o) {
+  if (!o.dist) return 1;
+  const DistOptions& d = *o.dist;
+  if (d.shard_ema || d.shard_optimizer)
+    throw Error("make_step: dist shard_ema / shard_optimizer are not implemented yet");
+  if (!o.gradient_suffix.empty())
+    throw Error("make_step: an update-only graph (gradient_suffix) takes no dist options; "
+                "Module reduces its gradients through its kvstore");
+  if (d.world_size < 0) throw Error("make_step: dist world_size must be >= 0");
+  return d.world_size > 0 ? d.world_size : dist::init().size();
+}
+
+/// The accumulated gradients `acc` reduced over the ranks in place on the last micro-step:
+/// one `_loom_allreduce` node taking them in reverse order (reverse topological: the
+/// gradients backward writes first), which buckets them at bind.
+std::vector<Symbol> allreduce_gradients(const std::vector<Symbol>& acc, const DistOptions& d,
+                                        int world, const Symbol& last, const std::string& name) {
+  std::vector<Symbol> in(acc.rbegin(), acc.rend());
+  const auto n = static_cast<int64_t>(in.size());
+  std::string alias = "(";
+  for (int64_t i = 0; i < n; ++i) alias += (i ? ", " : "") + inum(i);
+  Attrs a{{"num_tensors", inum(n)}, {"world_size", inum(world)},
+          {"bucket_mb", num(d.bucket_mb)}, {"first_bucket_mb", num(d.first_bucket_mb)},
+          {kInplaceAttr, alias + (n == 1 ? ",)" : ")")}};
+  Symbol node = switched("_loom_allreduce", in, a, last, name, false);
+  std::vector<Symbol> out;
+  for (int64_t i = n - 1; i >= 0; --i) out.push_back(node[static_cast<size_t>(i)]);
+  return out;
+}
+
+/// The first-call broadcast of rank 0's weights (every non-input argument, trained or fixed)
+/// and states (every aux state) of the step graph `heads`; its signature is a hash of the
+/// graph, which every rank checks at bind.
+Symbol broadcast_state(const std::vector<Symbol>& heads, const std::vector<std::string>& weights) {
+  Symbol body = Symbol::Group(heads);
+  auto internals = body.get_internals();
+  std::vector<Symbol> in;
+  for (const auto& w : weights) in.push_back(internals[w]);
+  for (const auto& a : body.list_auxiliary_states()) in.push_back(internals[a]);
+  const size_t h = std::hash<std::string>{}(save_json(body));
+  return Symbol::Op("_loom_broadcast_once", in,
+                    {{"num_args", inum(static_cast<int64_t>(in.size()))},
+                     {"signature", std::to_string(h)}},
+                    "step_broadcast_state");
+}
+
 }  // namespace
 
 Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions& o) {
@@ -83,8 +132,10 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
   if (update_only && (k != 1 || o.ema))
     throw Error("make_step: an update-only graph (gradient_suffix) takes accumulate 1 and no EMA");
 
+  const int world = dist_world(o);
+
   // Parameters: arguments that are not inputs and not fixed.
-  std::vector<std::string> params;
+  std::vector<std::string> params, weights;
   const auto attrs = loss.attr_dict();
   std::set<std::string> fixed(o.fixed_param_names.begin(), o.fixed_param_names.end());
   for (const auto& a : loss.list_arguments()) {
@@ -92,6 +143,7 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
                      ? (a == "data" || ends_with(a, "label"))
                      : std::find(o.input_names.begin(), o.input_names.end(), a) != o.input_names.end();
     if (!input && !fixed.count(a)) params.push_back(a);
+    if (!input) weights.push_back(a);
   }
   if (params.empty()) throw Error("make_step: the loss symbol has no parameters to train");
   auto internals = loss.get_internals();
@@ -221,8 +273,11 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
     } else {
       std::vector<std::vector<Symbol>> acc_in;
       for (size_t i : idx) acc_in.push_back({state_var(params[i] + "_acc"), grads[i], first});
-      acc = emit("_loom_accumulate", acc_in, {{"scale", num(o.grad_mean ? 1.0 / k : 1.0)}},
+      // The mean over k micro-steps and N ranks is one scale, 1/(k*N), before the sum.
+      acc = emit("_loom_accumulate", acc_in,
+                 {{"scale", num(o.grad_mean ? 1.0 / (static_cast<double>(k) * world) : 1.0)}},
                  nullptr, nullptr, true, names("_accumulate"), "step_accumulate" + gs);
+      if (o.dist) acc = allreduce_gradients(acc, *o.dist, world, last, "step_allreduce" + gs);
     }
 
     // Per tensor: weight, accumulated gradient, the optimizer's states.
@@ -344,6 +399,7 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
       ema(avg, last_after, "step_aux_ema_update");
     }
   }
+  if (o.dist) heads.push_back(broadcast_state(heads, weights));
   return Symbol::Group(heads);
 }
 

@@ -16,7 +16,8 @@
 // All of them start at zero (simple_bind zero-fills), which is their correct initial value.
 //
 // Heads of the step symbol: the loss outputs first, then the update and EMA outputs (those
-// alias the weights and shadows; they keep the update nodes in the graph).
+// alias the weights and shadows; they keep the update nodes in the graph), and with
+// StepOptions::dist last the (1,) output of the first-call broadcast.
 #pragma once
 
 #include <cstdint>
@@ -78,6 +79,23 @@ struct EmaOptions {
   int64_t update_after_step = 0, start_step = 0;
 };
 
+/// Data-parallel training (runtime/dist): the step graph reduces the accumulated gradients
+/// over the ranks of the job on the last micro-step (`_loom_allreduce` nodes, switched like
+/// the update), averaging over ranks as over micro-steps when grad_mean (the 1/N is folded
+/// into the accumulation's scale 1/(k*N)), and its first call broadcasts rank 0's weights and
+/// states (`_loom_broadcast_once`, with the bind-time check that every rank has the same
+/// graph, shapes and bucket plan).
+struct DistOptions {
+  /// Gradients are reduced in buckets (reverse topological order: the last layers' first):
+  /// the first of first_bucket_mb MiB, then bucket_mb MiB each, one collective per bucket.
+  double bucket_mb = 25, first_bucket_mb = 1;
+  /// ZeRO-1 sharding of the EMA / optimizer state: not implemented yet (make_step refuses).
+  bool shard_ema = false, shard_optimizer = false;
+  /// The job's size, baked into the gradient scale (bind refuses another); 0: the process's
+  /// communicator (loom::dist::init()).
+  int world_size = 0;
+};
+
 struct StepOptions {
   int accumulate = 1;     ///< k micro-steps per real step
   bool grad_mean = true;  ///< accumulate the mean (scale 1/k) rather than the sum
@@ -97,6 +115,8 @@ struct StepOptions {
   /// the loss's in-graph gradient; there is no accumulation (accumulate must be 1, no
   /// `p_acc` state), no EMA, and the loss is not a head (it only names the parameters).
   std::string gradient_suffix;
+  /// Data-parallel step (see DistOptions); not with gradient_suffix (Module reduces its own).
+  std::optional<DistOptions> dist;
 };
 
 /// Builds the training-step symbol (see the file header). Throws Error for an unknown

@@ -233,6 +233,10 @@ struct OpDef {
   /// views). A group applies only when its inputs are distinct variables of one dtype that
   /// no earlier group placed.
   std::function<std::vector<std::vector<int>>(const OpAttrs&)> contiguous_inputs;
+  /// Runs before every other node of its graph (graph/exec_graph.cc orders it first): a node
+  /// that prepares the arrays the others read, e.g. the first-call broadcast of rank 0's
+  /// weights in data-parallel training steps. Its outputs must feed no other node.
+  bool prologue = false;
   std::map<DeviceType, KernelFactory> kernels;
   std::vector<OpSample> samples;
   /// Blocked layouts the CPU kernel handles (default none: every tensor plain).
@@ -281,6 +285,7 @@ struct OpDef {
     contiguous_inputs = std::move(fn);
     return *this;
   }
+  OpDef& runs_first() { prologue = true; return *this; }
   OpDef& init_input(int pos, std::string init) { input_init[pos] = std::move(init); return *this; }
   OpDef& kernel(DeviceType dev, KernelFactory f) { kernels[dev] = std::move(f); return *this; }
   /// Registers a kernel class K constructible from KernelArgs.

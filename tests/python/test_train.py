@@ -241,3 +241,37 @@ def test_eval_with_ema_weights(mx, init_mode):
         np.testing.assert_array_equal(exe.aux_dict["bn_moving_var"].asnumpy(), aux["bn_moving_var"])
     for n, v in state(exe).items():
         np.testing.assert_array_equal(v, before[n], err_msg=n)
+
+
+@pytest.mark.parametrize("opt", ["sgd_mom", "adam", "lamb"])
+def test_data_parallel_step_of_one_rank_is_the_plain_step(mx, opt):
+    """dist=DataParallel in a job of one rank (no launcher): the same state as the plain step
+    bit for bit after every micro-step; one allreduce per bucket on real steps only (the 2-rank
+    equality with one process on the concatenated batch is tests/dist/dist_train.py)."""
+    make = {"sgd_mom": lambda: mx.optimizer.SGD(learning_rate=0.1, momentum=0.9, wd=1e-3),
+            "adam": lambda: mx.optimizer.Adam(learning_rate=0.01),
+            "lamb": lambda: mx.optimizer.LAMB(learning_rate=0.01)}[opt]
+    k, b = 3, 4
+    x, y = data(k * b * 2, seed=3)
+    plain = mx.train.bind(mx.train.make_step(mlp(mx), make(), accumulate=k, ema=True),
+                          data=(b, 5), softmax_label=(b,))
+    dp = mx.train.make_step(mlp(mx), make(), accumulate=k, ema=True,
+                            dist=mx.dist.DataParallel(bucket_mb=25, first_bucket_mb=1))
+    assert mx.dist.size() == 1
+    assert dp.list_outputs()[-1] == "step_broadcast_state_done"
+    exe = mx.train.bind(dp, data=(b, 5), softmax_label=(b,))
+    init(plain)
+    init(exe)
+    mx.dist.reset_stats()
+    for m in range(2 * k):
+        for e in (plain, exe):
+            e.forward(is_train=True, data=x[m * b:(m + 1) * b], softmax_label=y[m * b:(m + 1) * b])
+        want, got = state(plain), state(exe)
+        for n in want:
+            np.testing.assert_array_equal(got[n], want[n], err_msg="%s micro-step %d" % (n, m))
+        # 1 MiB first bucket: the whole MLP's gradients are one collective per real step
+        assert mx.dist.stats()["allreduce"] == (m + 1) // k, mx.dist.stats()
+    assert repr(mx.dist.DataParallel()) == ("DataParallel(bucket_mb=25, first_bucket_mb=1, "
+                                           "shard_ema=False, shard_optimizer=False)")
+    with pytest.raises(ValueError):
+        mx.dist.DataParallel(bucket_mb=0)

@@ -12,6 +12,7 @@
 
 #include "graph/json.h"
 #include "graph/step_builder.h"
+#include "runtime/dist/communicator.h"
 #include "runtime/imperative.h"
 #include "runtime/npy.h"
 #include "tests/unit/op_reference.h"
@@ -81,6 +82,22 @@ LOOM_OP_REFERENCE("_loom_lr", [](const test::RefCall& c) {
 });
 
 LOOM_OP_REFERENCE("_loom_after", [](const test::RefCall& c) { return std::vector<NDArray>{c.in[0].copy()}; });
+// World size 1 (the sweep's process): the sum over ranks is the input itself, times scale.
+LOOM_OP_REFERENCE("_loom_allreduce", [](const test::RefCall& c) {
+  std::vector<NDArray> out;
+  for (const NDArray& x : c.in) {
+    NDArray y = x.copy();
+    for (int64_t i = 0; i < y.size(); ++i)
+      y.data<float>()[i] = static_cast<float>(x.at(i) * get(c.attrs.dict, "scale", 1));
+    out.push_back(y);
+  }
+  return out;
+});
+LOOM_OP_REFERENCE("_loom_broadcast_once", [](const test::RefCall& c) {
+  NDArray y(c.out_shapes[0]);
+  y.data<float>()[0] = 1.f;
+  return std::vector<NDArray>{y};
+});
 
 Symbol mlp(bool bn = false) {
   auto data = Symbol::Variable("data");
@@ -393,6 +410,59 @@ TEST(StepBuilder, EvaluatesWithEmaWeights) {
     }
     EXPECT_EQ(snapshot(*ex), before) << init << ": swap back restores every array bit for bit";
   }
+}
+
+// Data-parallel steps in a job of one rank (no launcher): the allreduce and broadcast nodes are
+// in the graph (and its JSON), the result is exactly the plain step's, and communication
+// happens on real steps only, one collective per bucket. The 2-rank equality with one process
+// on the concatenated batch is tests/dist/dist_train.py.
+TEST(StepBuilder, DataParallelWorldOfOneEqualsThePlainStep) {
+  dist::Communicator& comm = dist::init();
+  ASSERT_EQ(comm.size(), 1);
+  const int k = 3, b = 4, steps = 2;
+  Data d = make_data(k * b * steps, 3);
+  for (const char* name : {"sgd", "adam", "lamb"})
+    for (bool bucket : {true, false}) {
+      OptimizerSpec opt{.name = name, .learning_rate = 0.05, .wd = 0.01, .momentum = 0.9};
+      StepOptions so{.accumulate = k, .ema = EmaOptions{.decay = 0.9}, .bucket = bucket};
+      auto plain = bind_step(make_step(mlp(), opt, so), b);
+      // A tiny first bucket: the reversed parameters split as {fc2_bias, fc2_weight}, {fc1_*}.
+      so.dist = DistOptions{.first_bucket_mb = 1e-4};
+      Symbol step = make_step(mlp(), opt, so);
+      const std::string json = step.tojson();
+      EXPECT_NE(json.find("_loom_allreduce"), std::string::npos);
+      EXPECT_NE(json.find("_loom_broadcast_once"), std::string::npos);
+      auto dp = bind_step(load_json(json, "dp.json"), b);
+      init_params(*plain);
+      init_params(*dp);
+      comm.reset_stats();
+      for (int m = 0; m < k * steps; ++m) {
+        plain->forward(true, batch(d, m * b, (m + 1) * b));
+        dp->forward(true, batch(d, m * b, (m + 1) * b));
+        ASSERT_EQ(snapshot(*plain), snapshot(*dp)) << name << " bucket=" << bucket << " micro-step " << m;
+        // Buckets are one collective each over the flat accumulators; without buckets each
+        // accumulator is its own array.
+        const uint64_t real = static_cast<uint64_t>((m + 1) / k);
+        EXPECT_EQ(comm.stats().allreduce, real * (bucket ? 2 : 4)) << name << " micro-step " << m;
+      }
+      EXPECT_EQ(comm.stats().broadcast, 0u) << "world size 1: nothing to broadcast";
+    }
+}
+
+TEST(StepBuilder, DataParallelErrors) {
+  OptimizerSpec opt{.name = "sgd", .momentum = 0.9};
+  StepOptions so{.accumulate = 2, .dist = DistOptions{.world_size = 2}};
+  try {
+    bind_step(make_step(mlp(), opt, so), 4);
+    ADD_FAILURE() << "bound a 2-rank step in a job of 1";
+  } catch (const dist::DistError& e) {
+    EXPECT_NE(std::string(e.what()).find("built for 2 ranks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 0 of 1"), std::string::npos) << e.what();
+  }
+  so.dist = DistOptions{.shard_ema = true};
+  EXPECT_THROW(make_step(mlp(), opt, so), Error);
+  StepOptions update_only{.gradient_suffix = "_grad", .dist = DistOptions{}};
+  EXPECT_THROW(make_step(mlp(), opt, update_only), Error);
 }
 
 TEST(StepBuilder, RunsFromTheCli) {

@@ -29,7 +29,7 @@ DistError = _loom.DistError
 
 __all__ = ["init", "finalize", "is_initialized", "rank", "size", "backend", "backends",
            "barrier", "allreduce", "broadcast", "allgather", "reduce_scatter", "check_same",
-           "stats", "reset_stats", "set_timeout", "DistError"]
+           "stats", "reset_stats", "set_timeout", "DistError", "DataParallel"]
 
 
 def init(backend="auto"):
@@ -160,3 +160,33 @@ def reset_stats():
 def set_timeout(seconds):
     """Seconds a collective may wait before the job is ended (0: no limit)."""
     _loom.dist_set_timeout(float(seconds))
+
+
+class DataParallel:
+    """Data-parallel options of ``loom.train.make_step(..., dist=DataParallel(...))``.
+
+    The step graph reduces the accumulated gradients over the job's ranks once per real step
+    (on the last micro-step), in buckets taken in reverse topological order: the first of
+    ``first_bucket_mb`` MiB, then ``bucket_mb`` MiB each, one collective per bucket (blocking:
+    no overlap with backward yet). With ``grad_mean`` the gradients are averaged over ranks as
+    over micro-steps. The first call broadcasts rank 0's weights and states, after every rank
+    checked at bind that all ranks have the same graph, shapes and bucket plan. BatchNorm
+    statistics stay per rank. The graph is built for the world size of ``init()`` (called
+    here); binding it in a job of another size is refused. ``shard_ema`` and
+    ``shard_optimizer`` are not implemented yet."""
+
+    def __init__(self, bucket_mb=25, first_bucket_mb=1, shard_ema=False, shard_optimizer=False):
+        if bucket_mb <= 0 or first_bucket_mb <= 0:
+            raise ValueError("DataParallel: bucket_mb and first_bucket_mb must be > 0")
+        self.bucket_mb, self.first_bucket_mb = float(bucket_mb), float(first_bucket_mb)
+        self.shard_ema, self.shard_optimizer = bool(shard_ema), bool(shard_optimizer)
+
+    def _spec(self):
+        init()
+        return {"bucket_mb": self.bucket_mb, "first_bucket_mb": self.first_bucket_mb,
+                "shard_ema": self.shard_ema, "shard_optimizer": self.shard_optimizer,
+                "world_size": size()}
+
+    def __repr__(self):
+        return "DataParallel(bucket_mb=%g, first_bucket_mb=%g, shard_ema=%r, shard_optimizer=%r)" % (
+            self.bucket_mb, self.first_bucket_mb, self.shard_ema, self.shard_optimizer)

@@ -54,14 +54,20 @@ class EMA:
 
 
 def make_step(loss, optimizer="sgd", accumulate=1, ema=None, grad_mean=True, data_names=None,
-              label_names=None, fixed_param_names=None, bucket=True, **optimizer_params):
+              label_names=None, fixed_param_names=None, bucket=True, dist=None,
+              **optimizer_params):
     """The training-step Symbol of `loss` (see the module doc). optimizer: a
     loom.optimizer.Optimizer or a name with optimizer_params. Parameters are the arguments
     other than data_names + label_names (default: 'data' and names ending in 'label') and
     fixed_param_names. grad_mean: accumulate the mean of the micro-batch gradients (else the
     sum); rescale_grad applies on top (e.g. 1/b for a summing loss head). bucket: fuse the
     accumulation, update and EMA of all parameters into one pass each, their states laid out
-    in flat buffers (False: one node per parameter)."""
+    in flat buffers (False: one node per parameter).
+
+    dist: a loom.dist.DataParallel makes a data-parallel step for the job loom.dist.init()
+    joins: the accumulated gradients are reduced over the ranks on the last micro-step
+    (averaged when grad_mean: with a batch-mean loss, N ranks of b samples step as one
+    process on N*b), and the first call broadcasts rank 0's weights and states."""
     if not isinstance(optimizer, Optimizer):
         optimizer = _create_optimizer(optimizer, **optimizer_params)
     elif optimizer_params:
@@ -73,7 +79,8 @@ def make_step(loss, optimizer="sgd", accumulate=1, ema=None, grad_mean=True, dat
         inputs = list(data_names or ()) + list(label_names or ())
     return _loom._make_step(loss, optimizer._spec(), int(accumulate), bool(grad_mean),
                             None if ema is None else ema._spec(), inputs,
-                            list(fixed_param_names or ()), bool(bucket))
+                            list(fixed_param_names or ()), bool(bucket), "",
+                            None if dist is None else dist._spec())
 
 
 def bind(step, ctx=None, **shapes):

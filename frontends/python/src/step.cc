@@ -67,6 +67,16 @@ EmaOptions ema_from(const py::dict& d) {
   return e;
 }
 
+DistOptions dist_from(const py::dict& d) {
+  DistOptions o;
+  take(d, "bucket_mb", o.bucket_mb);
+  take(d, "first_bucket_mb", o.first_bucket_mb);
+  take(d, "shard_ema", o.shard_ema);
+  take(d, "shard_optimizer", o.shard_optimizer);
+  take(d, "world_size", o.world_size);
+  return o;
+}
+
 py::dict array_map(const std::map<std::string, NDArray>& m) {
   py::dict d;
   for (const auto& [k, v] : m) d[py::str(k)] = v;
@@ -80,8 +90,9 @@ void init_step(py::module_& m) {
       "_make_step",
       [](const Symbol& loss, py::dict opt, int accumulate, bool grad_mean, py::object ema,
          std::vector<std::string> input_names, std::vector<std::string> fixed, bool bucket,
-         std::string gradient_suffix) {
+         std::string gradient_suffix, py::object dist) {
         StepOptions o;
+        if (!dist.is_none()) o.dist = dist_from(dist);
         o.gradient_suffix = std::move(gradient_suffix);
         o.accumulate = accumulate;
         o.grad_mean = grad_mean;
@@ -95,7 +106,7 @@ void init_step(py::module_& m) {
       py::arg("grad_mean") = true, py::arg("ema") = py::none(),
       py::arg("input_names") = std::vector<std::string>{},
       py::arg("fixed_param_names") = std::vector<std::string>{}, py::arg("bucket") = true,
-      py::arg("gradient_suffix") = std::string());
+      py::arg("gradient_suffix") = std::string(), py::arg("dist") = py::none());
   m.def("_classify_step_inputs", [](const Symbol& s) {
     py::dict d;
     for (const auto& [n, k] : classify_step_inputs(s)) {
