@@ -10,7 +10,9 @@ steps -- within float32 rounding of the reduction order (bit for bit with one ra
 with momentum, Adam and LAMB, with k = 1 and 3 micro-steps per real step; every rank holds
 bit-identical state; ranks other than 0 start from other weights and still train from rank
 0's (the first call broadcasts them); collectives happen only on real steps (CommStats):
-two allreduces per real step (two buckets), nothing on the other micro-steps.
+two allreduces per real step (two buckets), nothing on the other micro-steps. Ranks binding
+different graphs (bucket plans), or a graph built for another world size, fail at bind with
+an error naming the rank.
 """
 import numpy as np
 
@@ -118,6 +120,16 @@ def check_refusals():
         assert "rank %d of %d" % (mx.dist.rank(), n) in str(e), str(e)
     else:
         raise AssertionError("bound a step built for %d ranks in a job of %d" % (n + 1, n))
+    if n > 1:
+        # Rank 1 builds another bucket plan: every rank's bind fails, naming the rank.
+        other = mx.train.make_step(mlp(), "sgd", dist=mx.dist.DataParallel(
+            first_bucket_mb=1e-4 if mx.dist.rank() == 1 else 1))
+        try:
+            mx.train.bind(other, data=(PER_RANK, 6), softmax_label=(PER_RANK,))
+        except mx.dist.DistError as e:
+            assert "rank(s) 1 differ from rank 0" in str(e) and "step graph" in str(e), str(e)
+        else:
+            raise AssertionError("ranks bound different graphs")
 
 
 if __name__ == "__main__":
