@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <set>
 
@@ -35,7 +36,7 @@ struct Executor::Step {
   bool affine_next = false;
   // Producer of a residual sum: adds its output onto the next step's output (Kernel::fuse_sum).
   bool sum_next = false;
-  size_t node = 0;  // its ExecNode (for the backward monitor)
+  size_t node = 0;  // its ExecNode (for the backward monitor and the step timer)
 };
 
 Executor::~Executor() = default;
@@ -529,6 +530,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       }
       s.n_in = n.in.size();
       s.n_out = n.out.size();
+      s.node = i;
       s.mutated = op_aux(*n.attrs);
       s.affine_next = affine_producer[i];
       s.sum_next = sum_producer[i];
@@ -659,9 +661,25 @@ void Executor::run(std::vector<Step>& steps, bool is_train) {
   ctx.stream = device_backend(dev_.type).stream(dev_.id);
   ctx.rng = &rng_;
   ctx.workspace = workspace_.is_none() ? nullptr : workspace_.raw();
+  // Profiling only: reports each call's time when it ends (at any `continue` below).
+  struct Clock {
+    const Executor* ex;
+    const std::vector<Step>& steps;
+    const size_t& k;
+    size_t first;
+    std::chrono::steady_clock::time_point t0;
+    ~Clock() {
+      if (!ex) return;
+      std::chrono::duration<double> d = std::chrono::steady_clock::now() - t0;
+      ex->report_time(steps, first, k, d.count());
+    }
+  };
   for (size_t k = 0; k < steps.size(); ++k) {
     Step& s = steps[k];
     if (!s.pred.is_none() && *s.pred.data<float>() == 0.f) continue;
+    Clock clock{step_timer_ ? this : nullptr, steps, k, k,
+                step_timer_ ? std::chrono::steady_clock::now()
+                            : std::chrono::steady_clock::time_point()};
     if (!s.chain.empty()) {
       run_chain(s, ctx);
       continue;
@@ -701,6 +719,24 @@ void Executor::run(std::vector<Step>& steps, bool is_train) {
 }
 
 void Executor::set_backward_monitor(BackwardMonitor fn) { bwd_monitor_ = std::move(fn); }
+
+void Executor::set_step_timer(StepTimer fn) { step_timer_ = std::move(fn); }
+
+void Executor::report_time(const std::vector<Step>& steps, size_t first, size_t last,
+                           double sec) const {
+  std::string name, op;
+  auto add = [&](const Step& s) {
+    const OpAttrs* a = eg_.nodes[s.node].attrs;
+    name += (name.empty() ? "" : "+") + a->name;
+    op += (op.empty() ? "" : "+") + a->op->name;
+  };
+  for (size_t j = first; j <= last && j < steps.size(); ++j) {
+    if (steps[j].chain.empty()) add(steps[j]);
+    for (const Step& c : steps[j].chain) add(c);
+  }
+  if (steps[first].backward) name += "_backward", op += "_backward";
+  step_timer_(name, op, sec);
+}
 
 void Executor::report_backward(const Step& s) const {
   const ExecNode& n = eg_.nodes[s.node];

@@ -33,6 +33,13 @@ struct BindOptions {
 /// (grad_req null, labels) gets a zero array, so every node reports all of its inputs.
 using BackwardMonitor = std::function<void(const std::string&, const NDArray&)>;
 
+/// Called after each kernel call of forward/backward with (node name, op name, seconds), for
+/// profiling (`loom bench --profile`). A call that fused two nodes (Convolution with its
+/// BatchNorm or residual sum) reports "conv+bn" style names and ops; a chunked element-wise
+/// chain reports its nodes joined by '+'. Backward calls append "_backward" to both. Device
+/// kernels that run asynchronously are timed as launched.
+using StepTimer = std::function<void(const std::string&, const std::string&, double)>;
+
 class Executor {
  public:
   /// Infers every shape from `shapes` (normally data and label), allocates zero-filled
@@ -78,6 +85,8 @@ class Executor {
   const Symbol& optimized_symbol() const { return run_sym_; }
   /// Installs (or, with an empty function, removes) the backward monitor.
   void set_backward_monitor(BackwardMonitor fn);
+  /// Installs (or, with an empty function, removes) the per-call timer.
+  void set_step_timer(StepTimer fn);
   /// Bytes of intermediate buffers the memory plan allocated (and would without reuse).
   size_t planned_bytes() const { return plan_.total_bytes; }
   size_t unplanned_bytes() const { return plan_.naive_bytes; }
@@ -103,6 +112,7 @@ class Executor {
   void fuse_chains(std::vector<Step>& steps);
   void run_chain(Step& s, const OpContext& ctx);
   void report_backward(const Step& s) const;
+  void report_time(const std::vector<Step>& steps, size_t first, size_t last, double sec) const;
   Symbol sym_, run_sym_;
   Device dev_;
   BackwardMonitor bwd_monitor_;
@@ -121,6 +131,7 @@ class Executor {
   size_t fused_chains_ = 0;
   size_t fused_affine_ = 0, fused_sum_ = 0;
   std::vector<float> affine_scale_, affine_shift_;  // per call, for channel-affine pairs
+  StepTimer step_timer_;
 };
 
 }  // namespace loom

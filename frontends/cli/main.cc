@@ -2,8 +2,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "frontends/cli/args.h"
+#include "frontends/cli/bench.h"
 #include "frontends/cli/draw.h"
 #include "graph/infer.h"
 #include "graph/json.h"
@@ -23,9 +24,9 @@
 namespace {
 
 using namespace loom;
-using cli::UsageError;
 using cli::parse_dims;
 using cli::split_eq;
+using cli::UsageError;
 
 const char* kUsage =
     "usage:\n"
@@ -39,6 +40,12 @@ const char* kUsage =
     "      Draws the graph with Graphviz: FILE.dot (DOT text; default: stdout) or\n"
     "      FILE.svg / .png / .pdf (runs Graphviz's dot). --shape labels edges with shapes.\n"
     "  --plugin LIB.so loads a library that registers custom operators (any command).\n";
+
+// kUsage with `loom bench`'s lines before the --plugin note.
+std::string usage() {
+  std::string u = kUsage;
+  return u.insert(u.find("  --plugin LIB.so loads"), cli::kBenchUsage);
+}
 
 // Labels of loss heads (inputs whose gradient the op never writes) are not needed for
 // inference: they get zeros when not given.
@@ -65,14 +72,19 @@ int cmd_run(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
       return args[++i];
     };
-    if (a == "--params") params_path = value();
-    else if (a == "--output-dir") out_dir = value();
+    if (a == "--params")
+      params_path = value();
+    else if (a == "--output-dir")
+      out_dir = value();
     else if (a == "--input") {
       auto [name, file] = split_eq(value(), "--input");
       inputs[name] = load_npy(file);
-    } else if (!a.empty() && a[0] == '-') throw UsageError("unknown option " + a);
-    else if (json.empty()) json = a;
-    else throw UsageError("unexpected argument '" + a + "'");
+    } else if (!a.empty() && a[0] == '-')
+      throw UsageError("unknown option " + a);
+    else if (json.empty())
+      json = a;
+    else
+      throw UsageError("unexpected argument '" + a + "'");
   }
   if (json.empty()) throw UsageError("run needs a SYMBOL.json");
   Symbol sym = load_json_file(json);
@@ -110,7 +122,8 @@ int cmd_run(const std::vector<std::string>& args) {
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     if (!params_path.empty())
-      throw BindError(params_path + ": no values for " + list + " (neither --input nor in the params file)");
+      throw BindError(params_path + ": no values for " + list +
+                      " (neither --input nor in the params file)");
     std::cerr << "loom: note: no --params given; using zeros for " << list << "\n";
   }
   BindOptions opts;
@@ -189,18 +202,26 @@ int cmd_draw(const std::vector<std::string>& args) {
     if (a == "--shape") {
       auto [name, dims] = split_eq(value(), "--shape");
       opts.shapes[name] = parse_dims(dims);
-    } else if (a == "-o" || a == "--output") out = value();
-    else if (a == "--show-weights") opts.hide_weights = false;
-    else if (a == "--title") opts.title = value(), titled = true;
-    else if (!a.empty() && a[0] == '-') throw UsageError("unknown option " + a);
-    else if (json.empty()) json = a;
-    else throw UsageError("unexpected argument '" + a + "'");
+    } else if (a == "-o" || a == "--output")
+      out = value();
+    else if (a == "--show-weights")
+      opts.hide_weights = false;
+    else if (a == "--title")
+      opts.title = value(), titled = true;
+    else if (!a.empty() && a[0] == '-')
+      throw UsageError("unknown option " + a);
+    else if (json.empty())
+      json = a;
+    else
+      throw UsageError("unexpected argument '" + a + "'");
   }
   if (json.empty()) throw UsageError("draw needs a SYMBOL.json");
   if (!titled) opts.title = std::filesystem::path(json).stem().string();
   std::string dot = to_dot(load_json_file(json), opts);
-  if (out.empty() || out == "-") std::cout << dot;
-  else write_drawing(dot, out);
+  if (out.empty() || out == "-")
+    std::cout << dot;
+  else
+    write_drawing(dot, out);
   return 0;
 }
 
@@ -215,7 +236,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
-    std::cout << kUsage;
+    std::cout << usage();
     return args.empty() ? 2 : 0;
   }
   std::string cmd = args[0];
@@ -234,9 +255,10 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(args);
     if (cmd == "info") return cmd_info(args);
     if (cmd == "draw") return cmd_draw(args);
+    if (cmd == "bench") return cli::cmd_bench(args);
     throw UsageError("unknown command '" + cmd + "'");
   } catch (const UsageError& e) {
-    std::cerr << "loom: " << e.what() << "\n" << kUsage;
+    std::cerr << "loom: " << e.what() << "\n" << usage();
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "loom: error: " << e.what() << "\n";
