@@ -14,6 +14,9 @@ namespace loom {
 namespace {
 
 const char* kZeroInit = "[\"zero\", {}]";
+/// The sharded EMA's state (DistOptions::shard_ema): this rank's shadow range and its norm.
+const char* kEmaShard = "step_ema_shard";
+const char* kEmaShardNorm = "step_ema_shard_norm";
 
 bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
@@ -76,8 +79,8 @@ Attrs lr_attrs(const OptimizerSpec& opt) {
 int dist_world(const StepOptions& o) {
   if (!o.dist) return 1;
   const DistOptions& d = *o.dist;
-  if (d.shard_ema || d.shard_optimizer)
-    throw Error("make_step: dist shard_ema / shard_optimizer are not implemented yet");
+  if (d.shard_optimizer)
+    throw Error("make_step: dist shard_optimizer is not implemented yet (shard_ema is)");
   if (!o.gradient_suffix.empty())
     throw Error("make_step: an update-only graph (gradient_suffix) takes no dist options; "
                 "Module reduces its gradients through its kvstore");
@@ -105,18 +108,33 @@ std::vector<Symbol> allreduce_gradients(const std::vector<Symbol>& acc, const Di
 
 /// The first-call broadcast of rank 0's weights (every non-input argument, trained or fixed)
 /// and states (every aux state) of the step graph `heads`; its signature is a hash of the
-/// graph, which every rank checks at bind.
+/// graph, which every rank checks at bind. A sharded EMA (kEmaShard) is each rank's own and
+/// is not broadcast.
 Symbol broadcast_state(const std::vector<Symbol>& heads, const std::vector<std::string>& weights) {
   Symbol body = Symbol::Group(heads);
   auto internals = body.get_internals();
   std::vector<Symbol> in;
   for (const auto& w : weights) in.push_back(internals[w]);
-  for (const auto& a : body.list_auxiliary_states()) in.push_back(internals[a]);
+  for (const auto& a : body.list_auxiliary_states())
+    if (a != kEmaShard) in.push_back(internals[a]);
   const size_t h = std::hash<std::string>{}(save_json(body));
   return Symbol::Op("_loom_broadcast_once", in,
                     {{"num_args", inum(static_cast<int64_t>(in.size()))},
                      {"signature", std::to_string(h)}},
                     "step_broadcast_state");
+}
+
+/// The sharded EMA (DistOptions::shard_ema) of the updated weights: one node over all of
+/// them, each rank updating its 1/N range of their concatenation, switched by `last`.
+Symbol sharded_ema(const std::vector<std::pair<std::string, Symbol>>& new_weights,
+                   const Symbol& t_real, const Symbol& last, Attrs a, int world) {
+  std::vector<Symbol> in = {state_var(kEmaShard)};
+  for (const auto& nw : new_weights) in.push_back(nw.second);
+  in.push_back(t_real);
+  if (a.at("init") == "zero_debias") in.push_back(state_var(kEmaShardNorm));
+  a["num_tensors"] = inum(static_cast<int64_t>(new_weights.size()));
+  a["world_size"] = inum(world);
+  return switched("_loom_ema_shard_update", in, a, last, "step_ema_update");
 }
 
 }  // namespace
@@ -377,7 +395,11 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
       for (auto& h : emit("_loom_ema_update", in, ea, nullptr, &when, true, per, group_name))
         heads.push_back(h);
     };
-    ema(new_weights, last, "step_ema_update");
+    if (o.dist && o.dist->shard_ema) {
+      heads.push_back(sharded_ema(new_weights, t_real, last, ea, world));
+    } else {
+      ema(new_weights, last, "step_ema_update");
+    }
     if (e.include_aux) {
       // BatchNorm updates its moving statistics in backward: the aux EMA runs after every
       // update (which follows every gradient), switched by `last` passed through a barrier.

@@ -12,6 +12,8 @@
 //   p_mean, p_var             adam, adamw, lamb
 //   p_n  (+ p_g, p_delta)     rmsprop (centered)
 //   p_ema (+ p_ema_norm)      EMA shadow (zero_debias: total weight 1 - prod d)
+//   step_ema_shard (+ step_ema_shard_norm)   instead, with DistOptions::shard_ema: this
+//                             rank's range of every trained parameter's shadow
 //   step_micro, step_real     micro-steps done, real (optimizer) steps done
 // All of them start at zero (simple_bind zero-fills), which is their correct initial value.
 //
@@ -89,8 +91,18 @@ struct DistOptions {
   /// Gradients are reduced in buckets (reverse topological order: the last layers' first):
   /// the first of first_bucket_mb MiB, then bucket_mb MiB each, one collective per bucket.
   double bucket_mb = 25, first_bucket_mb = 1;
-  /// ZeRO-1 sharding of the EMA / optimizer state: not implemented yet (make_step refuses).
-  bool shard_ema = false, shard_optimizer = false;
+  /// ZeRO-1 sharding of the model EMA: rank r of N keeps and updates the shadow of only its
+  /// contiguous 1/N range of the trained weights' concatenation (`_loom_ema_shard_update`,
+  /// aux states `step_ema_shard`, shape (ceil(T/N),), and `step_ema_shard_norm` for
+  /// zero_debias) instead of `p_ema` per parameter. ema_params, bind_ema, refresh_ema, EmaSwap
+  /// and training_state / save_training_state gather the shards (one all_gather: collectives
+  /// every rank must call) and present the whole EMA under the unsharded names (`p_ema`,
+  /// `p_ema_norm`), so checkpoints are the same for any world size and sharding;
+  /// set_training_state takes this rank's range from them. Aux-state shadows (include_aux)
+  /// stay whole and per rank, as the statistics they average.
+  bool shard_ema = false;
+  /// Sharding of the optimizer state: not implemented yet (make_step refuses).
+  bool shard_optimizer = false;
   /// The job's size, baked into the gradient scale (bind refuses another); 0: the process's
   /// communicator (loom::dist::init()).
   int world_size = 0;
@@ -132,19 +144,25 @@ std::map<std::string, StepState> classify_step_inputs(const Symbol& step);
 /// inputs, which are not saved).
 const char* step_state_prefix(StepState k);
 
-/// The whole training state of a bound step executor as prefixed named arrays (copies).
+/// The whole training state of a bound step executor as prefixed named arrays (copies). A
+/// sharded EMA is gathered (a collective: every rank calls it) and named as unsharded.
 NamedArrays training_state(const Executor& step);
 /// Writes training_state atomically (temp file, fsync, rename) as an MXNet .params file.
+/// With a sharded EMA every rank must call it: all gather, rank 0 writes, and a barrier makes
+/// the file visible to every rank on return.
 void save_training_state(const std::string& path, const Executor& step);
 /// Copies a saved state into the executor's arrays. Throws FormatError for a truncated or
 /// corrupt file, a name the graph lacks, a wrong prefix, shape or dtype, and (strict) for
-/// state the file lacks.
+/// state the file lacks. A sharded EMA takes this rank's range of the whole shadows `p_ema`
+/// (a checkpoint of any world size, sharded or not); every rank loads the file.
 void load_training_state(const std::string& path, Executor& step, bool strict = true);
 void set_training_state(const NamedArrays& state, Executor& step, bool strict = true,
                         const std::string& what = "training state");
 
 /// Evaluation values of the EMA shadows, by the name of what they shadow: the shadow arrays
 /// themselves for init=copy (shared, they follow training), ema/norm copies for zero_debias.
+/// A sharded EMA is gathered into copies (a collective, as are bind_ema, refresh_ema and
+/// EmaSwap: every rank calls them); its values are a snapshot: refresh_ema.
 struct EmaParams {
   std::map<std::string, NDArray> arg, aux;
 };
@@ -173,6 +191,7 @@ class EmaSwap {
  private:
   struct Item {
     NDArray live, ema, norm, backup;
+    bool swap = true;  ///< swap live and ema; else copy ema/norm in and `backup` back
   };
   std::vector<Item> items_;
   bool active_ = false;

@@ -1,10 +1,14 @@
 // Training-step state (see step_builder.h): which input of a step graph holds what,
 // checkpoints of the whole training state, and evaluation with the EMA weights.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "graph/step_builder.h"
+#include "runtime/dist/communicator.h"
 
 namespace loom {
 namespace {
@@ -19,9 +23,18 @@ struct Shadow {
   std::string ema, target, norm;
 };
 
+/// A sharded EMA (DistOptions::shard_ema): its state variables, the weights whose
+/// concatenation it shards (in order) and the job size it is sharded over.
+struct ShardedShadow {
+  std::string shard, norm;
+  std::vector<std::string> targets;
+  int world = 1;
+};
+
 struct StepInfo {
   std::map<std::string, StepState> kind;
   std::vector<Shadow> shadows;
+  std::optional<ShardedShadow> sharded;
 };
 
 StepInfo analyse(const Symbol& step) {
@@ -71,7 +84,20 @@ StepInfo analyse(const Symbol& step) {
     const OpAttrs& attrs = in.node->attrs;
     const std::string& op = attrs.op->name;
     std::vector<uint32_t> x(in.inputs.begin(), in.inputs.begin() + static_cast<std::ptrdiff_t>(op_kernel_inputs(attrs)));
-    if (op == "_loom_gradients") {
+    if (op == "_loom_ema_shard_update") {
+      const auto n = static_cast<size_t>(std::stoi(attrs.dict.at("num_tensors")));
+      ShardedShadow sh;
+      sh.world = std::stoi(attrs.dict.at("world_size"));
+      mark(x[0], StepState::kEma);
+      if (auto* v = var_name(x[0])) sh.shard = *v;
+      for (size_t i = 1; i <= n; ++i)
+        if (auto* w = written_weight(x[i])) sh.targets.push_back(*w);
+      if (x.size() > n + 2) {
+        mark(x[n + 2], StepState::kEma);
+        if (auto* v = var_name(x[n + 2])) sh.norm = *v;
+      }
+      info.sharded = std::move(sh);
+    } else if (op == "_loom_gradients") {
       size_t nw = in.node->num_outputs();
       for (size_t i = x.size() - nw; i < x.size(); ++i) mark(x[i], StepState::kParam);
     } else if (op == "_loom_bucket") {
@@ -118,6 +144,80 @@ NDArray eval_value(const NDArray& ema, const NDArray& norm) {
   return out;
 }
 
+/// Rank `r` of `world`'s range [lo, hi) of `total` elements (as _loom_ema_shard_update).
+std::pair<int64_t, int64_t> shard_range(int64_t total, int64_t world, int64_t r) {
+  return {total * r / world, total * (r + 1) / world};
+}
+
+dist::Communicator& shard_comm(const ShardedShadow& s) {
+  dist::Communicator& comm = dist::init();
+  if (comm.size() != s.world)
+    throw dist::DistError("sharded EMA: the step graph shards it over " + std::to_string(s.world) +
+                          " ranks, this job has " + std::to_string(comm.size()));
+  return comm;
+}
+
+/// The whole raw EMA of a sharded shadow, one array per target (shaped like it), in target
+/// order: one all_gather of every rank's shard (every rank must call it).
+std::vector<NDArray> gather_shards(const Executor& step, const ShardedShadow& s) {
+  dist::Communicator& comm = shard_comm(s);
+  const NDArray shard = find_array(step, s.shard);
+  std::vector<NDArray> out;
+  int64_t total = 0;
+  for (const auto& t : s.targets) {
+    out.emplace_back(find_array(step, t).shape(), DType::kFloat32);
+    total += out.back().size();
+  }
+  const int64_t len = shard.size();
+  std::vector<float> all(static_cast<size_t>(len * s.world)), flat(static_cast<size_t>(total));
+  comm.all_gather(shard.data<float>(), all.data(), static_cast<size_t>(len), DType::kFloat32);
+  for (int64_t q = 0; q < s.world; ++q) {
+    auto [lo, hi] = shard_range(total, s.world, q);
+    std::copy(all.begin() + q * len, all.begin() + q * len + (hi - lo), flat.begin() + lo);
+  }
+  int64_t off = 0;
+  for (NDArray& a : out) {
+    std::memcpy(a.data<float>(), flat.data() + off, static_cast<size_t>(a.size()) * sizeof(float));
+    off += a.size();
+  }
+  return out;
+}
+
+/// The evaluation values (ema/norm) of a sharded shadow's targets, gathered, by target name.
+std::map<std::string, NDArray> gathered_eval(const Executor& step, const ShardedShadow& s) {
+  std::vector<NDArray> whole = gather_shards(step, s);
+  NDArray norm = s.norm.empty() ? NDArray() : find_array(step, s.norm);
+  std::map<std::string, NDArray> out;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    if (!norm.is_none()) {
+      const float q = norm.data<float>()[0];
+      float* o = whole[i].data<float>();
+      if (q != 0.f)
+        for (int64_t j = 0; j < whole[i].size(); ++j) o[j] = o[j] / q;
+    }
+    out[s.targets[i]] = whole[i];
+  }
+  return out;
+}
+
+/// Writes this rank's range of the whole shadows `whole` (per target, in order) into the
+/// shard (zero past the range).
+void scatter_shard(Executor& step, const ShardedShadow& s, const std::vector<NDArray>& whole) {
+  const dist::Communicator& comm = shard_comm(s);
+  NDArray shard = find_array(step, s.shard);
+  int64_t total = 0;
+  for (const NDArray& a : whole) total += a.size();
+  auto [lo, hi] = shard_range(total, s.world, comm.rank());
+  float* dst = shard.data<float>();
+  std::fill(dst, dst + shard.size(), 0.f);
+  int64_t off = 0;
+  for (const NDArray& a : whole) {
+    const int64_t b = std::max(off, lo), e = std::min(off + a.size(), hi);
+    if (b < e) std::copy(a.data<float>() + (b - off), a.data<float>() + (e - off), dst + (b - lo));
+    off += a.size();
+  }
+}
+
 }  // namespace
 
 std::map<std::string, StepState> classify_step_inputs(const Symbol& step) {
@@ -138,29 +238,85 @@ const char* step_state_prefix(StepState k) {
 
 NamedArrays training_state(const Executor& step) {
   NamedArrays out;
-  for (const auto& [n, k] : classify_step_inputs(step.symbol())) {
-    if (k == StepState::kInput) continue;
+  StepInfo info = analyse(step.symbol());
+  const ShardedShadow* sh = info.sharded ? &*info.sharded : nullptr;
+  for (const auto& [n, k] : info.kind) {
+    if (k == StepState::kInput || (sh && (n == sh->shard || n == sh->norm))) continue;
     NDArray a = find_array(step, n);
     if (!a.is_none()) out.add(std::string(step_state_prefix(k)) + n, a.copy(Device::cpu()));
+  }
+  if (sh) {  // the whole EMA, under the unsharded names
+    std::vector<NDArray> whole = gather_shards(step, *sh);
+    for (size_t i = 0; i < whole.size(); ++i) out.add("ema:" + sh->targets[i] + "_ema", whole[i]);
+    if (!sh->norm.empty()) {
+      NDArray norm = find_array(step, sh->norm);
+      for (const auto& t : sh->targets) out.add("ema:" + t + "_ema_norm", norm.copy(Device::cpu()));
+    }
   }
   return out;
 }
 
 void save_training_state(const std::string& path, const Executor& step) {
-  save_params(path, training_state(step));
+  StepInfo info = analyse(step.symbol());
+  if (!info.sharded) {
+    save_params(path, training_state(step));
+    return;
+  }
+  // Every rank gathers; rank 0 writes; the barrier makes the file visible to every rank on
+  // return (rank 0 joins it even when its write failed, then throws).
+  dist::Communicator& comm = shard_comm(*info.sharded);
+  NamedArrays state = training_state(step);
+  std::exception_ptr failed;
+  if (comm.rank() == 0) {
+    try {
+      save_params(path, state);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  }
+  comm.barrier();
+  if (failed) std::rethrow_exception(failed);
 }
 
 void set_training_state(const NamedArrays& state, Executor& step, bool strict,
                         const std::string& what) {
   if (!state.has_names()) throw FormatError(what + ": not a training-state file (unnamed arrays)");
-  auto kinds = classify_step_inputs(step.symbol());
+  StepInfo info = analyse(step.symbol());
+  const auto& kinds = info.kind;
   std::set<std::string> seen;
+  // A sharded EMA reads the whole shadows (`p_ema`, `p_ema_norm`) and keeps its range.
+  const ShardedShadow* sh = info.sharded ? &*info.sharded : nullptr;
+  std::map<std::string, size_t> whole_index;
+  std::vector<NDArray> whole;
+  NDArray whole_norm;
+  if (sh) {
+    for (size_t i = 0; i < sh->targets.size(); ++i) whole_index[sh->targets[i] + "_ema"] = i;
+    whole.resize(sh->targets.size());
+  }
   for (size_t i = 0; i < state.size(); ++i) {
     const std::string& key = state.names[i];
     auto c = key.find(':');
     if (c == std::string::npos)
       throw FormatError(what + ": key '" + key + "' has no prefix (arg:, aux:, opt:, acc:, ema:, step:)");
     std::string n = key.substr(c + 1), prefix = key.substr(0, c + 1);
+    if (sh && !kinds.count(n)) {
+      const bool is_norm = !sh->norm.empty() && n.size() > 5 && n.ends_with("_norm") &&
+                           whole_index.count(n.substr(0, n.size() - 5));
+      if (whole_index.count(n) || is_norm) {
+        if (prefix != "ema:")
+          throw FormatError(what + ": '" + key + "' should be 'ema:" + n + "'");
+        const NDArray& src = state.arrays[i];
+        const NDArray want = is_norm ? find_array(step, sh->norm)
+                                     : find_array(step, sh->targets[whole_index.at(n)]);
+        if (src.is_none() || src.shape() != want.shape() || src.dtype() != DType::kFloat32)
+          throw FormatError(what + ": '" + key + "' has shape " +
+                            (src.is_none() ? std::string("none") : src.shape().str()) +
+                            ", the executor's (whole, before sharding) is " + want.shape().str() +
+                            " float32");
+        (is_norm ? whole_norm : whole[whole_index.at(n)]) = src;
+        continue;
+      }
+    }
     auto it = kinds.find(n);
     if (it == kinds.end() || it->second == StepState::kInput)
       throw FormatError(what + ": '" + key + "' is not training state of this step graph");
@@ -175,6 +331,26 @@ void set_training_state(const NamedArrays& state, Executor& step, bool strict,
                         dst.shape().str() + " " + dtype_name(dst.dtype()));
     dst.copy_from(src);
     seen.insert(n);
+  }
+  if (sh) {
+    std::string missing;
+    size_t have = 0;
+    for (size_t i = 0; i < whole.size(); ++i) {
+      if (whole[i].is_none())
+        missing += (missing.empty() ? "" : ", ") + sh->targets[i] + "_ema";
+      else
+        ++have;
+    }
+    if (have > 0 && !missing.empty())
+      throw FormatError(what + ": the sharded EMA needs every shadow; no values for " + missing);
+    if (have > 0) {
+      scatter_shard(step, *sh, whole);
+      seen.insert(sh->shard);
+    }
+    if (!whole_norm.is_none()) {
+      find_array(step, sh->norm).copy_from(whole_norm);
+      seen.insert(sh->norm);
+    }
   }
   if (strict) {
     std::string missing;
@@ -197,6 +373,8 @@ EmaParams ema_params(const Executor& step) {
     auto k = info.kind.at(s.target);
     (k == StepState::kAux ? out.aux : out.arg)[s.target] = eval_value(ema, norm);
   }
+  if (info.sharded)
+    for (auto& [n, a] : gathered_eval(step, *info.sharded)) out.arg[n] = a;
   return out;
 }
 
@@ -239,7 +417,8 @@ EmaSwap::EmaSwap(Executor& step) {
     Item it{find_array(step, s.target), find_array(step, s.ema),
             s.norm.empty() ? NDArray() : find_array(step, s.norm), NDArray()};
     if (it.live.dtype() != DType::kFloat32) continue;  // copied states: nothing to evaluate
-    if (it.norm.is_none()) {
+    it.swap = it.norm.is_none();
+    if (it.swap) {
       float* a = it.live.data<float>();
       float* b = it.ema.data<float>();
       for (int64_t i = 0; i < it.live.size(); ++i) std::swap(a[i], b[i]);
@@ -249,13 +428,21 @@ EmaSwap::EmaSwap(Executor& step) {
     }
     items_.push_back(std::move(it));
   }
+  if (info.sharded) {  // the gathered EMA in, the live weights kept
+    for (auto& [n, a] : gathered_eval(step, *info.sharded)) {
+      Item it{find_array(step, n), a, NDArray(), NDArray(), false};
+      it.backup = it.live.copy();
+      it.live.copy_from(a);
+      items_.push_back(std::move(it));
+    }
+  }
   active_ = true;
 }
 
 void EmaSwap::restore() {
   if (!active_) return;
   for (auto& it : items_) {
-    if (it.norm.is_none()) {
+    if (it.swap) {
       float* a = it.live.data<float>();
       float* b = it.ema.data<float>();
       for (int64_t i = 0; i < it.live.size(); ++i) std::swap(a[i], b[i]);

@@ -41,6 +41,16 @@
 //
 // _loom_ema_debias(ema, norm): output = ema / norm, or ema when norm == 0 (no update yet).
 //
+// _loom_ema_shard_update(shard, weight0..weightN-1, t[, norm]): the same EMA of only this
+// rank's part of the model (ZeRO-1 style sharding, make_step's DistOptions::shard_ema). The
+// weights, in input order, are one index space of T elements (their concatenation: the
+// order of the flat weight buffers); of a job of W = world_size ranks, rank r owns elements
+// [floor(r*T/W), floor((r+1)*T/W)), a contiguous range of floor(T/W) or ceil(T/W) elements,
+// and keeps their shadow in `shard`, shape (ceil(T/W),) on every rank (so every rank binds
+// the same shapes; a short range leaves its last element unused at zero). Element for element
+// the arithmetic is _loom_ema_update's, so a gathered shard equals the whole shadow bitwise;
+// `norm` (zero_debias) is the same one-element total weight on every rank.
+//
 // Mapping the libraries: optax.ema(d, debias=True) = constant + zero_debias + debias;
 // AveragedModel+get_ema_multi_avg_fn(d) = constant + copy; TF Model Garden(average_decay=d,
 // start_step=S) = tf + zero_debias + start_step=S, read raw; timm ModelEmaV3(use_warmup=True,
@@ -51,6 +61,7 @@
 #include <cmath>
 
 #include "ops/update/update_util.h"
+#include "runtime/dist/communicator.h"
 
 namespace loom {
 namespace {
@@ -64,38 +75,47 @@ struct EmaParam {
   int64_t update_after_step, start_step;
 };
 
-const auto kEmaSchema =
-    ParamSchema<EmaParam>()
-        .optional("decay", &EmaParam::decay, 0.999, "Target decay, in [0, 1].")
-        .choice("schedule", &EmaParam::schedule, {"constant", "tf", "yolov5", "timm"}, "constant",
-                "Decay schedule: constant; tf = min(decay, (1+c)/(10+c)) (TF Model Garden); "
-                "yolov5 = decay*(1-exp(-c/tau)); timm = 1-(1+(c-1)/gamma)^-power clamped to "
-                "[min_decay, decay] (timm ModelEmaV3 warmup), with c = t - start_step.")
-        .choice("init", &EmaParam::init, {"copy", "zero_debias"}, "copy",
-                "copy: the first real step copies the weights (d = 0). zero_debias: the shadow "
-                "starts at zero; a 4th input `norm` tracks 1 - prod(d) for ema/norm.")
-        .optional("tau", &EmaParam::tau, 2000.0, "Ramp length of the yolov5 schedule.")
-        .optional("gamma", &EmaParam::gamma, 1.0, "Warmup gamma of the timm schedule.")
-        .optional("power", &EmaParam::power, 0.75, "Warmup power of the timm schedule.")
-        .optional("min_decay", &EmaParam::min_decay, 0.0, "Lower clamp of the timm schedule.")
-        .optional("update_after_step", &EmaParam::update_after_step, 0,
-                  "Real steps t <= update_after_step copy the weights (d = 0).")
-        .optional("start_step", &EmaParam::start_step, 0,
-                  "Steps t < start_step copy the weights; schedules count c = t - start_step.")
-        .check([](EmaParam& p) {
-          auto in01 = [](double v, const char* n) {
-            if (!(v >= 0 && v <= 1))
-              throw ParamError(std::string(n) + " must be in [0, 1], got " + format_float(v));
-          };
-          in01(p.decay, "decay");
-          in01(p.min_decay, "min_decay");
-          if (!(p.tau > 0)) throw ParamError("tau must be > 0, got " + format_float(p.tau));
-          if (!(p.gamma > 0)) throw ParamError("gamma must be > 0, got " + format_float(p.gamma));
-          if (!(p.power > 0)) throw ParamError("power must be > 0, got " + format_float(p.power));
-        });
+/// The EMA's parameters, declared once for _loom_ema_update and _loom_ema_shard_update (any
+/// P with EmaParam's members).
+template <class P>
+ParamSchema<P> ema_schema(ParamSchema<P> s) {
+  s.optional("decay", &P::decay, 0.999, "Target decay, in [0, 1].")
+      .choice("schedule", &P::schedule, {"constant", "tf", "yolov5", "timm"}, "constant",
+              "Decay schedule: constant; tf = min(decay, (1+c)/(10+c)) (TF Model Garden); "
+              "yolov5 = decay*(1-exp(-c/tau)); timm = 1-(1+(c-1)/gamma)^-power clamped to "
+              "[min_decay, decay] (timm ModelEmaV3 warmup), with c = t - start_step.")
+      .choice("init", &P::init, {"copy", "zero_debias"}, "copy",
+              "copy: the first real step copies the weights (d = 0). zero_debias: the shadow "
+              "starts at zero; a 4th input `norm` tracks 1 - prod(d) for ema/norm.")
+      .optional("tau", &P::tau, 2000.0, "Ramp length of the yolov5 schedule.")
+      .optional("gamma", &P::gamma, 1.0, "Warmup gamma of the timm schedule.")
+      .optional("power", &P::power, 0.75, "Warmup power of the timm schedule.")
+      .optional("min_decay", &P::min_decay, 0.0, "Lower clamp of the timm schedule.")
+      .optional("update_after_step", &P::update_after_step, 0,
+                "Real steps t <= update_after_step copy the weights (d = 0).")
+      .optional("start_step", &P::start_step, 0,
+                "Steps t < start_step copy the weights; schedules count c = t - start_step.");
+  return s;
+}
+
+template <class P>
+void check_ema(P& p) {
+  auto in01 = [](double v, const char* n) {
+    if (!(v >= 0 && v <= 1))
+      throw ParamError(std::string(n) + " must be in [0, 1], got " + format_float(v));
+  };
+  in01(p.decay, "decay");
+  in01(p.min_decay, "min_decay");
+  if (!(p.tau > 0)) throw ParamError("tau must be > 0, got " + format_float(p.tau));
+  if (!(p.gamma > 0)) throw ParamError("gamma must be > 0, got " + format_float(p.gamma));
+  if (!(p.power > 0)) throw ParamError("power must be > 0, got " + format_float(p.power));
+}
+
+const auto kEmaSchema = ema_schema(ParamSchema<EmaParam>()).check(check_ema<EmaParam>);
 
 /// The decay for real step t (see the file header), in double.
-double ema_decay(const EmaParam& p, double t) {
+template <class P>
+double ema_decay(const P& p, double t) {
   if (t <= static_cast<double>(p.update_after_step)) return 0;
   if (p.init == "copy" && t <= 1) return 0;
   if (t < static_cast<double>(p.start_step)) return 0;
@@ -110,6 +130,10 @@ double ema_decay(const EmaParam& p, double t) {
   }
   return p.decay;
 }
+
+/// One element of the EMA (both ops): the same expression, so sharded and whole shadows
+/// round alike.
+inline float ema_step(float d, float om, float e, float w) { return d * e + om * w; }
 
 bool zero_debias(const OpAttrs& a) { return a.param<EmaParam>().init == "zero_debias"; }
 
@@ -128,7 +152,7 @@ class EmaKernel final : public update::UpdateKernel<EmaParam> {
       update::apply(o, req[0], r, [=](int64_t i) { return ema[i] = w[i]; });
     } else {
       update::apply(o, req[0], r,
-                    [=](int64_t i) { return ema[i] = d * ema[i] + om * w[i]; });
+                    [=](int64_t i) { return ema[i] = ema_step(d, om, ema[i], w[i]); });
     }
   }
   // The debias norm (zero_debias) is one element: once per call, not per range.
@@ -221,6 +245,157 @@ LOOM_REGISTER_OP("_loom_ema_debias")
     .cpu<DebiasKernel>()
     .sample({.in_shapes = {{3, 4}, {1}}, .in_kinds = {"normal", "positive"}, .check_grad = false})
     .sample({.in_shapes = {{5}, {1}}, .in_kinds = {"normal", "zeros"}, .check_grad = false});
+
+struct EmaShardParam {
+  int num_tensors;
+  int world_size;
+  double decay;
+  std::string schedule, init;
+  double tau, gamma, power, min_decay;
+  int64_t update_after_step, start_step;
+};
+
+const auto kEmaShardSchema =
+    ema_schema(ParamSchema<EmaShardParam>()
+                   .required("num_tensors", &EmaShardParam::num_tensors,
+                             "Number of weight tensors (their concatenation is sharded).")
+                   .required("world_size", &EmaShardParam::world_size,
+                             "Ranks of the job; bind refuses another size."))
+        .check([](EmaShardParam& p) {
+          check_input_count(p.num_tensors, "num_tensors");
+          if (p.world_size < 1) throw ParamError("world_size must be >= 1");
+          check_ema(p);
+        });
+
+bool shard_zero_debias(const OpAttrs& a) { return a.param<EmaShardParam>().init == "zero_debias"; }
+
+/// Elements of one rank's shard: ceil(total / world).
+int64_t shard_len(int64_t total, int world) { return (total + world - 1) / world; }
+
+class EmaShardKernel final : public Kernel {
+ public:
+  explicit EmaShardKernel(const KernelArgs& a) : p_(a.attrs.param<EmaShardParam>()) {
+    update::check_f32(a);
+    const dist::Communicator& comm = dist::init();
+    if (comm.size() != p_.world_size)
+      throw dist::DistError("node '" + a.attrs.name + "' (op _loom_ema_shard_update) on rank " +
+                            std::to_string(comm.rank()) + " of " + std::to_string(comm.size()) +
+                            ": the step graph shards the EMA over " +
+                            std::to_string(p_.world_size) + " ranks; rebuild it for this job");
+    const auto n = static_cast<size_t>(p_.num_tensors);
+    int64_t total = 0;
+    for (size_t i = 1; i <= n; ++i) total += a.in_shapes[i].numel();
+    const int64_t w = p_.world_size, r = comm.rank();
+    const int64_t lo = total * r / w, hi = total * (r + 1) / w;
+    // The pieces of tensors inside [lo, hi): (tensor, first element, shard offset, length).
+    int64_t off = 0;
+    for (size_t i = 1; i <= n; ++i) {
+      const int64_t sz = a.in_shapes[i].numel(), b = std::max(off, lo), e = std::min(off + sz, hi);
+      if (b < e) segs_.push_back({i, b - off, b - lo, e - b});
+      off += sz;
+    }
+    own_ = hi - lo;
+  }
+
+  void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    const size_t n = static_cast<size_t>(p_.num_tensors);
+    const float d = f32(ema_decay(p_, static_cast<double>(in[n + 1].data<float>()[0])));
+    const float om = 1.f - d;
+    float* ema = in[0].data<float>();
+    // Shard elements [b, e) of this thread: the overlapping part of every segment. Captures
+    // by value, so the loops keep d and om in registers (see update::apply_serial).
+    const std::vector<Seg>& segs = segs_;
+    const NDArray* arrays = in.data();
+    auto run = [=, &segs](int64_t b, int64_t e) {
+      for (const Seg& s : segs) {
+        const int64_t x = std::max(b, s.dst), y = std::min(e, s.dst + s.len);
+        if (x >= y) continue;
+        float* out = ema + x;
+        const float* wt = arrays[s.tensor].data<float>() + s.src + (x - s.dst);
+        const int64_t m = y - x;
+        if (d == 0.f) {
+#pragma omp simd
+          for (int64_t i = 0; i < m; ++i) out[i] = wt[i];
+        } else {
+#pragma omp simd
+          for (int64_t i = 0; i < m; ++i) out[i] = ema_step(d, om, out[i], wt[i]);
+        }
+      }
+    };
+    if (own_ < update::kParallelMin) {
+      run(0, own_);
+    } else {
+#pragma omp parallel
+      {
+        auto [lo, hi] = thread_share(0, own_, omp_get_num_threads(), omp_get_thread_num());
+        run(lo, hi);
+      }
+    }
+    if (in.size() > n + 2) {
+      float* norm = in[n + 2].data<float>();
+      norm[0] = d == 0.f ? 1.f : d * norm[0] + (1.f - d);
+    }
+    float* o = out[0].data<float>();
+    if (o != ema) update::apply(o, req[0], in[0].size(), [=](int64_t i) { return ema[i]; });
+  }
+
+ private:
+  struct Seg {
+    size_t tensor;
+    int64_t src, dst, len;
+  };
+  EmaShardParam p_;
+  std::vector<Seg> segs_;
+  int64_t own_ = 0;
+};
+
+LOOM_REGISTER_OP("_loom_ema_shard_update")
+    .describe(
+        "Sharded model EMA: this rank's contiguous 1/world_size range of the concatenated "
+        "weights, shard = d*shard + (1-d)*weights[range], as _loom_ema_update (same "
+        "schedules and init modes; zero_debias adds the one-element `norm`).")
+    .params(kEmaShardSchema)
+    .inputs([](const OpAttrs& a) {
+      const int n = a.param<EmaShardParam>().num_tensors;
+      std::vector<std::string> v = {"shard"};
+      for (int i = 0; i < n; ++i) v.push_back("weight" + std::to_string(i));
+      v.emplace_back("t");
+      if (shard_zero_debias(a)) v.emplace_back("norm");
+      return v;
+    })
+    .aux([](const OpAttrs& a) {
+      const int n = a.param<EmaShardParam>().num_tensors;
+      return shard_zero_debias(a) ? std::vector<int>{0, n + 2} : std::vector<int>{0};
+    })
+    .shape_fn([](const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
+      const auto& p = a.param<EmaShardParam>();
+      const auto n = static_cast<size_t>(p.num_tensors);
+      merge_shape(in[0], out[0], input_label(a, 0));
+      for (size_t i = n + 1; i < in.size(); ++i) merge_shape(in[i], Shape{1}, input_label(a, i));
+      int64_t total = 0;
+      for (size_t i = 1; i <= n; ++i) {
+        if (!in[i].known()) return;
+        total += in[i].numel();
+      }
+      merge_shape(in[0], Shape{shard_len(total, p.world_size)}, input_label(a, 0));
+      merge_shape(out[0], in[0], "output 0");
+    })
+    .inplace_pairs({{0, 0}})
+    .zero_grad()
+    .init_input(0, "[\"zero\", {}]")
+    .cpu<EmaShardKernel>()
+    .sample({.attrs = {{"num_tensors", "2"}, {"world_size", "1"}, {"decay", "0.9"}},
+             .in_shapes = {{17}, {3, 4}, {5}, {1}},
+             .in_kinds = {"normal", "normal", "normal", "label:20"},
+             .check_grad = false})
+    .sample({.attrs = {{"num_tensors", "1"},
+                       {"world_size", "1"},
+                       {"schedule", "tf"},
+                       {"init", "zero_debias"}},
+             .in_shapes = {{6}, {2, 3}, {1}, {1}},
+             .in_kinds = {"normal", "normal", "label:40", "unit"},
+             .check_grad = false});
 
 }  // namespace
 }  // namespace loom

@@ -93,6 +93,22 @@ LOOM_OP_REFERENCE("_loom_allreduce", [](const test::RefCall& c) {
   }
   return out;
 });
+// World size 1: the shard is the whole concatenation of the weights, d from the sweep's
+// schedules (constant, tf) written out from ops/update/ema.cc's header.
+LOOM_OP_REFERENCE("_loom_ema_shard_update", [](const test::RefCall& c) {
+  const auto n = static_cast<size_t>(get(c.attrs.dict, "num_tensors", 1));
+  const double t = c.in[n + 1].at(0), decay = get(c.attrs.dict, "decay", 0.999);
+  const bool copy = gets(c.attrs.dict, "init", "copy") == "copy";
+  double d = gets(c.attrs.dict, "schedule", "constant") == "tf"
+                 ? std::min(decay, (1 + t) / (10 + t)) : decay;
+  if (copy && t <= 1) d = 0;
+  NDArray y(c.out_shapes[0]);
+  int64_t j = 0;
+  for (size_t k = 1; k <= n; ++k)
+    for (int64_t i = 0; i < c.in[k].size(); ++i, ++j)
+      y.data<float>()[j] = static_cast<float>(d * c.in[0].at(j) + (1 - d) * c.in[k].at(i));
+  return std::vector<NDArray>{y};
+});
 LOOM_OP_REFERENCE("_loom_broadcast_once", [](const test::RefCall& c) {
   NDArray y(c.out_shapes[0]);
   y.data<float>()[0] = 1.f;
@@ -449,6 +465,60 @@ TEST(StepBuilder, DataParallelWorldOfOneEqualsThePlainStep) {
     }
 }
 
+// Sharded EMA in a job of one rank: one shard of all T trained elements instead of a shadow
+// per parameter, and exactly the unsharded step's weights, EMA (ema_params), checkpoint
+// content (training_state, under the unsharded names) and EmaSwap values. The 2-rank case is
+// tests/dist/dist_shard_ema.py.
+TEST(StepBuilder, ShardedEmaWorldOfOneEqualsUnsharded) {
+  ASSERT_EQ(dist::init().size(), 1);
+  const int k = 2, b = 4, steps = 3;
+  Data d = make_data(k * b * steps, 8);
+  for (const char* init : {"copy", "zero_debias"}) {
+    OptimizerSpec opt{.name = "adam", .learning_rate = 0.05, .wd = 0.01};
+    StepOptions so{.accumulate = k, .ema = EmaOptions{.decay = 0.9, .schedule = "tf", .init = init},
+                   .dist = DistOptions{}};
+    auto whole = bind_step(make_step(mlp(), opt, so), b);
+    so.dist->shard_ema = true;
+    auto sharded = bind_step(load_json(make_step(mlp(), opt, so).tojson(), "shard.json"), b);
+    int64_t total = 0;
+    for (const auto& p : kParams) total += sharded->arg_dict().at(p).size();
+    const auto aux = sharded->aux_dict();
+    ASSERT_EQ(aux.count("step_ema_shard"), 1u) << init;
+    EXPECT_EQ(aux.at("step_ema_shard").shape(), Shape{total}) << init;
+    EXPECT_EQ(aux.count("fc1_weight_ema"), 0u) << init;
+    init_params(*whole);
+    init_params(*sharded);
+    for (int m = 0; m < k * steps; ++m) {
+      whole->forward(true, batch(d, m * b, (m + 1) * b));
+      sharded->forward(true, batch(d, m * b, (m + 1) * b));
+      for (const auto& p : kParams)
+        ASSERT_EQ(values(sharded->arg_dict().at(p)), values(whole->arg_dict().at(p))) << init << m;
+      EmaParams want = ema_params(*whole), got = ema_params(*sharded);
+      ASSERT_EQ(got.arg.size(), kParams.size());
+      for (const auto& p : kParams)
+        ASSERT_EQ(values(got.arg.at(p)), values(want.arg.at(p))) << init << " " << p << " " << m;
+    }
+    NamedArrays ts = training_state(*sharded), tw = training_state(*whole);
+    std::map<std::string, std::vector<float>> a, w;
+    for (size_t i = 0; i < ts.size(); ++i) a[ts.names[i]] = values(ts.arrays[i]);
+    for (size_t i = 0; i < tw.size(); ++i) w[tw.names[i]] = values(tw.arrays[i]);
+    EXPECT_EQ(a, w) << init << ": the same checkpoint content";
+    {
+      EmaSwap swap(*sharded);
+      EmaParams want = ema_params(*whole);
+      for (const auto& p : kParams)
+        EXPECT_EQ(values(sharded->arg_dict().at(p)), values(want.arg.at(p))) << init << " " << p;
+    }
+    for (const auto& p : kParams)
+      EXPECT_EQ(values(sharded->arg_dict().at(p)), values(whole->arg_dict().at(p))) << init;
+    // Loading the unsharded state into the sharded step restores its shard.
+    auto fresh = bind_step(make_step(mlp(), opt, so), b);
+    set_training_state(tw, *fresh);
+    EXPECT_EQ(values(fresh->aux_dict().at("step_ema_shard")), values(aux.at("step_ema_shard")))
+        << init;
+  }
+}
+
 TEST(StepBuilder, DataParallelErrors) {
   OptimizerSpec opt{.name = "sgd", .momentum = 0.9};
   StepOptions so{.accumulate = 2, .dist = DistOptions{.world_size = 2}};
@@ -459,7 +529,7 @@ TEST(StepBuilder, DataParallelErrors) {
     EXPECT_NE(std::string(e.what()).find("built for 2 ranks"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("rank 0 of 1"), std::string::npos) << e.what();
   }
-  so.dist = DistOptions{.shard_ema = true};
+  so.dist = DistOptions{.shard_optimizer = true};
   EXPECT_THROW(make_step(mlp(), opt, so), Error);
   StepOptions update_only{.gradient_suffix = "_grad", .dist = DistOptions{}};
   EXPECT_THROW(make_step(mlp(), opt, update_only), Error);

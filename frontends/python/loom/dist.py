@@ -172,8 +172,17 @@ class DataParallel:
     over micro-steps. The first call broadcasts rank 0's weights and states, after every rank
     checked at bind that all ranks have the same graph, shapes and bucket plan. BatchNorm
     statistics stay per rank. The graph is built for the world size of ``init()`` (called
-    here); binding it in a job of another size is refused. ``shard_ema`` and
-    ``shard_optimizer`` are not implemented yet."""
+    here); binding it in a job of another size is refused.
+
+    ``shard_ema`` (ZeRO-1 style): rank r of N keeps and updates the EMA of only its
+    contiguous 1/N range of the trained weights' concatenation (aux state
+    ``step_ema_shard``, ceil(T/N) elements, instead of ``<p>_ema`` per parameter), with the
+    same decay schedules and init modes. ``loom.train.ema_params``, ``ema_weights``,
+    ``bind_ema``, ``refresh_ema`` and ``save_checkpoint`` gather the shards (one all-gather:
+    call them on every rank) and give the whole EMA under the unsharded names, so a
+    checkpoint resumes with any number of ranks, sharded or not (``load_checkpoint`` on every
+    rank takes its own range). Aux-state shadows (``include_aux``) stay whole, per rank.
+    ``shard_optimizer`` is not implemented yet."""
 
     def __init__(self, bucket_mb=25, first_bucket_mb=1, shard_ema=False, shard_optimizer=False):
         if bucket_mb <= 0 or first_bucket_mb <= 0:

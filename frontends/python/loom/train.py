@@ -67,7 +67,9 @@ def make_step(loss, optimizer="sgd", accumulate=1, ema=None, grad_mean=True, dat
     dist: a loom.dist.DataParallel makes a data-parallel step for the job loom.dist.init()
     joins: the accumulated gradients are reduced over the ranks on the last micro-step
     (averaged when grad_mean: with a batch-mean loss, N ranks of b samples step as one
-    process on N*b), and the first call broadcasts rank 0's weights and states."""
+    process on N*b), and the first call broadcasts rank 0's weights and states. With
+    DataParallel(shard_ema=True) each rank keeps only its 1/N range of the EMA (see
+    loom.dist.DataParallel); the EMA helpers below then gather it and are collectives."""
     if not isinstance(optimizer, Optimizer):
         optimizer = _create_optimizer(optimizer, **optimizer_params)
     elif optimizer_params:
@@ -99,7 +101,9 @@ def _handle(exe):
 
 def save_checkpoint(path, exe):
     """Writes the whole training state (arg:, aux:, opt:, acc:, ema:, step: prefixed names)
-    as one MXNet .params file, atomically (temp file, fsync, rename)."""
+    as one MXNet .params file, atomically (temp file, fsync, rename). A sharded EMA
+    (DataParallel(shard_ema=True)) is gathered and written whole by rank 0: call it on every
+    rank."""
     _loom._save_training_state(str(path), _handle(exe))
 
 
@@ -112,7 +116,8 @@ def load_checkpoint(path, exe, strict=True):
 
 def ema_params(exe):
     """(arg_params, aux_params): the EMA evaluation values by the name of what they shadow
-    (the shadow arrays themselves for init='copy', ema/norm copies for 'zero_debias')."""
+    (the shadow arrays themselves for init='copy', ema/norm copies for 'zero_debias'; a
+    sharded EMA is gathered into copies, on every rank)."""
     return _loom._ema_params(_handle(exe))
 
 
