@@ -275,3 +275,38 @@ def test_data_parallel_step_of_one_rank_is_the_plain_step(mx, opt):
                                            "shard_ema=False, shard_optimizer=False)")
     with pytest.raises(ValueError):
         mx.dist.DataParallel(bucket_mb=0)
+
+
+@pytest.mark.parametrize("init_mode", ["copy", "zero_debias"])
+def test_sharded_ema_of_one_rank_is_the_plain_ema(mx, init_mode, tmp_path):
+    """DataParallel(shard_ema=True) in a job of one rank: one shard of all trained elements
+    (no per-parameter shadow), the plain step's EMA bit for bit after every micro-step, and a
+    checkpoint in the unsharded format that the plain step loads (2 ranks:
+    tests/dist/dist_shard_ema.py)."""
+    k, b = 2, 4
+    x, y = data(k * b * 3, seed=5)
+    ema = mx.train.EMA(decay=0.9, schedule="tf", init=init_mode)
+    plain = mx.train.bind(mx.train.make_step(mlp(mx), "sgd", learning_rate=0.1, momentum=0.9,
+                                             accumulate=k, ema=ema), data=(b, 5), softmax_label=(b,))
+    exe = mx.train.bind(mx.train.make_step(mlp(mx), "sgd", learning_rate=0.1, momentum=0.9,
+                                           accumulate=k, ema=ema,
+                                           dist=mx.dist.DataParallel(shard_ema=True)),
+                        data=(b, 5), softmax_label=(b,))
+    total = sum(exe.arg_dict[p].size for p in PARAMS)
+    assert exe.aux_dict["step_ema_shard"].shape == (total,)
+    assert not [n for n in exe.aux_dict if n.endswith("_ema")]
+    init(plain)
+    init(exe)
+    for m in range(k * 3):
+        for e in (plain, exe):
+            e.forward(is_train=True, data=x[m * b:(m + 1) * b], softmax_label=y[m * b:(m + 1) * b])
+        want, got = mx.train.ema_params(plain)[0], mx.train.ema_params(exe)[0]
+        assert sorted(want) == sorted(got) == sorted(PARAMS)
+        for p in PARAMS:
+            np.testing.assert_array_equal(got[p].asnumpy(), want[p].asnumpy(), err_msg=p)
+    mx.train.save_checkpoint(tmp_path / "sharded.params", exe)
+    mx.train.save_checkpoint(tmp_path / "plain.params", plain)
+    a, w = mx.nd.load(str(tmp_path / "sharded.params")), mx.nd.load(str(tmp_path / "plain.params"))
+    assert sorted(a) == sorted(w)
+    for n in w:
+        np.testing.assert_array_equal(a[n].asnumpy(), w[n].asnumpy(), err_msg=n)
