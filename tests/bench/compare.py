@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -153,7 +154,12 @@ class Runner:
             "--threads", str(self.args.threads), "--seconds", str(self.args.seconds)]
         if check:
             cmd += ["--check", check]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+        for attempt in range(4):
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+            # A shared build tree may be relinking _loom.so: wait and try again.
+            if out.returncode == 0 or "file too short" not in out.stderr:
+                break
+            time.sleep(20)
         if out.returncode:
             note("%s %s failed:\n%s" % (engine, " ".join(argv), out.stderr[-2000:]))
             return None
