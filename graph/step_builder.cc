@@ -17,6 +17,9 @@ const char* kZeroInit = "[\"zero\", {}]";
 /// The sharded EMA's state (DistOptions::shard_ema): this rank's shadow range and its norm.
 const char* kEmaShard = "step_ema_shard";
 const char* kEmaShardNorm = "step_ema_shard_norm";
+/// The sharded optimizer's states (DistOptions::shard_optimizer): kOptShard + the update op's
+/// state input name (mom, mean, var, n, g, delta), this rank's range of every parameter's.
+const char* kOptShard = "step_opt_shard_";
 
 bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
@@ -79,8 +82,6 @@ Attrs lr_attrs(const OptimizerSpec& opt) {
 int dist_world(const StepOptions& o) {
   if (!o.dist) return 1;
   const DistOptions& d = *o.dist;
-  if (d.shard_optimizer)
-    throw Error("make_step: dist shard_optimizer is not implemented yet (shard_ema is)");
   if (!o.gradient_suffix.empty())
     throw Error("make_step: an update-only graph (gradient_suffix) takes no dist options; "
                 "Module reduces its gradients through its kvstore");
@@ -108,15 +109,15 @@ std::vector<Symbol> allreduce_gradients(const std::vector<Symbol>& acc, const Di
 
 /// The first-call broadcast of rank 0's weights (every non-input argument, trained or fixed)
 /// and states (every aux state) of the step graph `heads`; its signature is a hash of the
-/// graph, which every rank checks at bind. A sharded EMA (kEmaShard) is each rank's own and
-/// is not broadcast.
+/// graph, which every rank checks at bind. Sharded EMA and optimizer states (kEmaShard,
+/// kOptShard*) are each rank's own and are not broadcast.
 Symbol broadcast_state(const std::vector<Symbol>& heads, const std::vector<std::string>& weights) {
   Symbol body = Symbol::Group(heads);
   auto internals = body.get_internals();
   std::vector<Symbol> in;
   for (const auto& w : weights) in.push_back(internals[w]);
   for (const auto& a : body.list_auxiliary_states())
-    if (a != kEmaShard) in.push_back(internals[a]);
+    if (a != kEmaShard && a.rfind(kOptShard, 0) != 0) in.push_back(internals[a]);
   const size_t h = std::hash<std::string>{}(save_json(body));
   return Symbol::Op("_loom_broadcast_once", in,
                     {{"num_args", inum(static_cast<int64_t>(in.size()))},
@@ -135,6 +136,123 @@ Symbol sharded_ema(const std::vector<std::pair<std::string, Symbol>>& new_weight
   a["num_tensors"] = inum(static_cast<int64_t>(new_weights.size()));
   a["world_size"] = inum(world);
   return switched("_loom_ema_shard_update", in, a, last, "step_ema_update");
+}
+
+/// One trained tensor of a sharded optimizer step (DistOptions::shard_optimizer).
+struct ShardItem {
+  Symbol weight, acc;  ///< the weight variable and its accumulated (unreduced) gradient
+  double wd;
+  size_t group;  ///< lr_mult group: index into the learning-rate nodes
+};
+
+/// The sharded optimizer update (ops/update/shard.cc), switched by `last`: reduce-scatter of
+/// the accumulated gradients into the padded layout, the update of this rank's range (state
+/// shards kOptShard + name), LAMB's norms from one small allreduce, and the all-gather of the
+/// new weights into the weight arrays. Returns the updated weights (aliases of the weights).
+/// The update ops and their attributes are those of make_step's unsharded path.
+std::vector<Symbol> sharded_update(const std::vector<ShardItem>& items,
+                                   const std::vector<Symbol>& lrs, const OptimizerSpec& opt,
+                                   double eps, const Symbol& t_real, const Symbol& last,
+                                   int world) {
+  const auto n = static_cast<int64_t>(items.size());
+  const std::string& name = opt.name;
+  std::vector<Symbol> weights, accs;
+  std::string wds = "(", groups = "(", alias = "(";
+  for (int64_t i = 0; i < n; ++i) {
+    const ShardItem& it = items[static_cast<size_t>(i)];
+    weights.push_back(it.weight);
+    accs.push_back(it.acc);
+    wds += (i ? ", " : "") + num(it.wd);
+    groups += (i ? ", " : "") + inum(static_cast<int64_t>(it.group));
+  }
+  for (int64_t i = 0; i <= n; ++i) alias += (i ? ", " : "") + inum(i);
+  wds += n == 1 ? ",)" : ")";
+  groups += n == 1 ? ",)" : ")";
+  const Attrs shard{{"num_tensors", inum(n)}, {"world_size", inum(world)}};
+  Symbol flat = switched("_loom_shard_reduce_scatter", accs, shard, last,
+                         "step_shard_reduce_scatter", false);
+
+  // One _loom_shard_update of `op` with the state inputs `states` (kOptShard + name) and the
+  // one-element inputs `scalars` (Symbols, in the op's order) of the given kinds.
+  auto update = [&](const std::string& op, Attrs a, const std::vector<std::string>& states,
+                    const Symbol& grad, const std::vector<Symbol>& scalars,
+                    const std::string& kinds, const std::string& node) {
+    std::vector<Symbol> in = weights;
+    in.push_back(grad);
+    for (const auto& st : states) in.push_back(state_var(kOptShard + st));
+    in.insert(in.end(), scalars.begin(), scalars.end());
+    a.insert(shard.begin(), shard.end());
+    a["op"] = op;
+    a["wds"] = wds;
+    a["num_groups"] = inum(static_cast<int64_t>(lrs.size()));
+    a["groups"] = groups;
+    a["scalars"] = kinds;
+    a[kInplaceAttr] = "(" + inum(n) + ",)";
+    return switched("_loom_shard_update", in, a, last, node, false);
+  };
+  const std::string clip = num(opt.clip_gradient < 0 ? -1.0 : opt.clip_gradient);
+  Attrs common{{"rescale_grad", num(opt.rescale_grad)}, {"clip_gradient", clip},
+               {"lr", num(opt.learning_rate)}, {"lr_input", "True"}};
+  Symbol result;
+  if (name == "lamb") {
+    Attrs a1{{"beta1", num(opt.beta1)}, {"beta2", num(opt.beta2)}, {"epsilon", num(eps)},
+             {"t", "1"}, {"t_input", "True"},
+             {"bias_correction", opt.bias_correction ? "True" : "False"},
+             {"rescale_grad", num(opt.rescale_grad)}, {"clip_gradient", clip}};
+    Symbol g = update("lamb_update_phase1", a1, {"mean", "var"}, flat, {t_real}, "shared",
+                      "step_shard_lamb_phase1");
+    std::vector<Symbol> norm_in = weights;
+    norm_in.push_back(g);
+    Symbol norms = switched("_loom_shard_norms", norm_in, shard, last, "step_shard_lamb_norms",
+                            false);
+    Attrs a2{{"lr", num(opt.learning_rate)}, {"lr_input", "True"}};
+    if (opt.lower_bound >= 0) a2["lower_bound"] = num(opt.lower_bound);
+    if (opt.upper_bound >= 0) a2["upper_bound"] = num(opt.upper_bound);
+    std::vector<Symbol> sc = {norms[0], norms[1]};
+    sc.insert(sc.end(), lrs.begin(), lrs.end());
+    result = update("lamb_update_phase2", a2, {}, g, sc, "tensor, tensor, group",
+                    "step_shard_update");
+  } else {
+    std::string op;
+    std::vector<std::string> states;
+    Attrs a = common;
+    if ((name == "sgd" || name == "nag") && opt.momentum == 0) {
+      op = "sgd_update";
+    } else if (name == "sgd" || name == "nag") {
+      op = name == "sgd" ? "sgd_mom_update" : "nag_mom_update";
+      a["momentum"] = num(opt.momentum);
+      states = {"mom"};
+    } else if (name == "adam" || name == "adamw") {
+      op = name == "adam" ? "adam_update" : "adamw_update";
+      a["beta1"] = num(opt.beta1);
+      a["beta2"] = num(opt.beta2);
+      a["epsilon"] = num(eps);
+      if (name == "adamw") {  // MXNet 1.x AdamW: lr=1, eta = scheduled (bias-corrected) lr
+        a["lr"] = "1";
+        a["eta"] = num(opt.learning_rate);
+      }
+      states = {"mean", "var"};
+    } else {  // rmsprop
+      a["gamma1"] = num(opt.gamma1);
+      a["epsilon"] = num(eps);
+      a["clip_weights"] = num(opt.clip_weights < 0 ? -1.0 : opt.clip_weights);
+      op = opt.centered ? "rmspropalex_update" : "rmsprop_update";
+      states = {"n"};
+      if (opt.centered) {
+        a["gamma2"] = num(opt.gamma2);
+        states = {"n", "g", "delta"};
+      }
+    }
+    result = update(op, a, states, flat, lrs, "group", "step_shard_update");
+  }
+  std::vector<Symbol> in = weights;
+  in.push_back(result);
+  Attrs ag = shard;
+  ag[kInplaceAttr] = alias + ")";
+  Symbol gathered = switched("_loom_shard_all_gather", in, ag, last, "step_shard_all_gather", false);
+  std::vector<Symbol> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back(gathered[static_cast<size_t>(i)]);
+  return out;
 }
 
 }  // namespace
@@ -273,6 +391,9 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
   };
 
   std::vector<std::pair<std::string, Symbol>> new_weights;  // param -> updated weight
+  const bool shard_opt = o.dist && o.dist->shard_optimizer;
+  std::vector<ShardItem> shard_items;  // with shard_opt: every group's tensors, in order
+  std::vector<Symbol> shard_lrs;       // with shard_opt: the learning rate of each group
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const auto& idx = groups[gi];
     const std::string gs = gi ? inum(static_cast<int64_t>(gi)) : std::string();
@@ -295,7 +416,15 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
       acc = emit("_loom_accumulate", acc_in,
                  {{"scale", num(o.grad_mean ? 1.0 / (static_cast<double>(k) * world) : 1.0)}},
                  nullptr, nullptr, true, names("_accumulate"), "step_accumulate" + gs);
-      if (o.dist) acc = allreduce_gradients(acc, *o.dist, world, last, "step_allreduce" + gs);
+      if (o.dist && !shard_opt)
+        acc = allreduce_gradients(acc, *o.dist, world, last, "step_allreduce" + gs);
+    }
+
+    if (shard_opt) {  // reduced and updated after the loop, all groups in one pass
+      for (size_t j = 0; j < idx.size(); ++j)
+        shard_items.push_back({var(params[idx[j]]), acc[j], wds[j], gi});
+      shard_lrs.push_back(lr);
+      continue;
     }
 
     // Per tensor: weight, accumulated gradient, the optimizer's states.
@@ -370,6 +499,16 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
       heads.push_back(upd[j]);
       new_weights.emplace_back(params[idx[j]], upd[j]);
     }
+  }
+
+  if (shard_opt) {
+    auto updated = sharded_update(shard_items, shard_lrs, opt, eps, t_real, last, world);
+    size_t j = 0;
+    for (const auto& idx : groups)
+      for (size_t i : idx) {
+        heads.push_back(updated[j]);
+        new_weights.emplace_back(params[i], updated[j++]);
+      }
   }
 
   // Model EMA on the last micro-step, reading the updated weights.

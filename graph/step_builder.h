@@ -14,6 +14,8 @@
 //   p_ema (+ p_ema_norm)      EMA shadow (zero_debias: total weight 1 - prod d)
 //   step_ema_shard (+ step_ema_shard_norm)   instead, with DistOptions::shard_ema: this
 //                             rank's range of every trained parameter's shadow
+//   step_opt_shard_<state>    instead of p_<state>, with DistOptions::shard_optimizer: this
+//                             rank's range of every trained parameter's optimizer state
 //   step_micro, step_real     micro-steps done, real (optimizer) steps done
 // All of them start at zero (simple_bind zero-fills), which is their correct initial value.
 //
@@ -101,7 +103,16 @@ struct DistOptions {
   /// set_training_state takes this rank's range from them. Aux-state shadows (include_aux)
   /// stay whole and per rank, as the statistics they average.
   bool shard_ema = false;
-  /// Sharding of the optimizer state: not implemented yet (make_step refuses).
+  /// ZeRO-1 sharding of the optimizer state (every optimizer make_step supports), with the
+  /// same contiguous 1/N ranges as shard_ema: on the last micro-step the accumulated gradients
+  /// are reduce-scattered (`_loom_shard_reduce_scatter`: one collective, instead of the
+  /// `_loom_allreduce` buckets), each rank updates only its range with states `step_opt_shard_`
+  /// + the update op's state name (mom, mean, var, n, g, delta; shape (ceil(T/N),)), LAMB's
+  /// per-tensor norms come from one allreduce of partial sums (`_loom_shard_norms`), and the
+  /// new weights are all-gathered into the weight arrays (`_loom_shard_all_gather`); see
+  /// ops/update/shard.cc. training_state / save_training_state gather the states under the
+  /// unsharded names (`opt:p_mom`, ...), set_training_state takes this rank's range. The
+  /// accumulators `p_acc` keep this rank's own (unreduced) sum.
   bool shard_optimizer = false;
   /// The job's size, baked into the gradient scale (bind refuses another); 0: the process's
   /// communicator (loom::dist::init()).

@@ -31,10 +31,28 @@ struct ShardedShadow {
   int world = 1;
 };
 
+/// Any state kept in shards (the sharded EMA's shadow, each sharded optimizer state): the
+/// shard variable, the weights whose concatenation it shards (in order), the suffix and
+/// checkpoint prefix of the unsharded per-weight names (`p_ema` under "ema:", `p_mom` under
+/// "opt:"), and the job size.
+struct ShardedState {
+  std::string shard, suffix, prefix;
+  std::vector<std::string> targets;
+  int world = 1;
+};
+
 struct StepInfo {
   std::map<std::string, StepState> kind;
   std::vector<Shadow> shadows;
   std::optional<ShardedShadow> sharded;
+  std::vector<ShardedState> opt_shards;  ///< DistOptions::shard_optimizer
+  /// Every sharded state: the EMA's shadow, then the optimizer's.
+  std::vector<ShardedState> all_shards() const {
+    std::vector<ShardedState> v;
+    if (sharded) v.push_back({sharded->shard, "_ema", "ema:", sharded->targets, sharded->world});
+    v.insert(v.end(), opt_shards.begin(), opt_shards.end());
+    return v;
+  }
 };
 
 StepInfo analyse(const Symbol& step) {
@@ -97,6 +115,20 @@ StepInfo analyse(const Symbol& step) {
         if (auto* v = var_name(x[n + 2])) sh.norm = *v;
       }
       info.sharded = std::move(sh);
+    } else if (op == "_loom_shard_update") {
+      // Weights [0, n), the padded gradient, then the state shards (the op's aux inputs).
+      const auto n = static_cast<size_t>(std::stoi(attrs.dict.at("num_tensors")));
+      const int world = std::stoi(attrs.dict.at("world_size"));
+      std::vector<std::string> targets;
+      for (size_t i = 0; i < n; ++i)
+        if (auto* w = written_weight(x[i])) targets.push_back(*w);
+      const auto names = op_inputs(attrs);
+      for (int a : op_aux(attrs)) {
+        const auto pos = static_cast<size_t>(a);
+        mark(x[pos], StepState::kOpt);
+        if (auto* v = var_name(x[pos]))
+          info.opt_shards.push_back({*v, "_" + names[pos], "opt:", targets, world});
+      }
     } else if (op == "_loom_gradients") {
       size_t nw = in.node->num_outputs();
       for (size_t i = x.size() - nw; i < x.size(); ++i) mark(x[i], StepState::kParam);
@@ -149,17 +181,25 @@ std::pair<int64_t, int64_t> shard_range(int64_t total, int64_t world, int64_t r)
   return {total * r / world, total * (r + 1) / world};
 }
 
-dist::Communicator& shard_comm(const ShardedShadow& s) {
+dist::Communicator& shard_comm(int world, const std::string& what) {
   dist::Communicator& comm = dist::init();
-  if (comm.size() != s.world)
-    throw dist::DistError("sharded EMA: the step graph shards it over " + std::to_string(s.world) +
+  if (comm.size() != world)
+    throw dist::DistError(what + ": the step graph shards it over " + std::to_string(world) +
                           " ranks, this job has " + std::to_string(comm.size()));
   return comm;
 }
+dist::Communicator& shard_comm(const ShardedShadow& s) { return shard_comm(s.world, "sharded EMA"); }
+dist::Communicator& shard_comm(const ShardedState& s) {
+  return shard_comm(s.world, "sharded state '" + s.shard + "'");
+}
 
-/// The whole raw EMA of a sharded shadow, one array per target (shaped like it), in target
+ShardedState as_state(const ShardedShadow& s) {
+  return {s.shard, "_ema", "ema:", s.targets, s.world};
+}
+
+/// The whole value of a sharded state, one array per target (shaped like it), in target
 /// order: one all_gather of every rank's shard (every rank must call it).
-std::vector<NDArray> gather_shards(const Executor& step, const ShardedShadow& s) {
+std::vector<NDArray> gather_shards(const Executor& step, const ShardedState& s) {
   dist::Communicator& comm = shard_comm(s);
   const NDArray shard = find_array(step, s.shard);
   std::vector<NDArray> out;
@@ -185,7 +225,7 @@ std::vector<NDArray> gather_shards(const Executor& step, const ShardedShadow& s)
 
 /// The evaluation values (ema/norm) of a sharded shadow's targets, gathered, by target name.
 std::map<std::string, NDArray> gathered_eval(const Executor& step, const ShardedShadow& s) {
-  std::vector<NDArray> whole = gather_shards(step, s);
+  std::vector<NDArray> whole = gather_shards(step, as_state(s));
   NDArray norm = s.norm.empty() ? NDArray() : find_array(step, s.norm);
   std::map<std::string, NDArray> out;
   for (size_t i = 0; i < whole.size(); ++i) {
@@ -200,9 +240,9 @@ std::map<std::string, NDArray> gathered_eval(const Executor& step, const Sharded
   return out;
 }
 
-/// Writes this rank's range of the whole shadows `whole` (per target, in order) into the
-/// shard (zero past the range).
-void scatter_shard(Executor& step, const ShardedShadow& s, const std::vector<NDArray>& whole) {
+/// Writes this rank's range of the whole values `whole` (per target, in order) into the shard
+/// (zero past the range).
+void scatter_shard(Executor& step, const ShardedState& s, const std::vector<NDArray>& whole) {
   const dist::Communicator& comm = shard_comm(s);
   NDArray shard = find_array(step, s.shard);
   int64_t total = 0;
@@ -240,31 +280,37 @@ NamedArrays training_state(const Executor& step) {
   NamedArrays out;
   StepInfo info = analyse(step.symbol());
   const ShardedShadow* sh = info.sharded ? &*info.sharded : nullptr;
+  const std::vector<ShardedState> shards = info.all_shards();
+  std::set<std::string> sharded_vars;
+  for (const auto& s : shards) sharded_vars.insert(s.shard);
+  if (sh) sharded_vars.insert(sh->norm);
   for (const auto& [n, k] : info.kind) {
-    if (k == StepState::kInput || (sh && (n == sh->shard || n == sh->norm))) continue;
+    if (k == StepState::kInput || sharded_vars.count(n)) continue;
     NDArray a = find_array(step, n);
     if (!a.is_none()) out.add(std::string(step_state_prefix(k)) + n, a.copy(Device::cpu()));
   }
-  if (sh) {  // the whole EMA, under the unsharded names
-    std::vector<NDArray> whole = gather_shards(step, *sh);
-    for (size_t i = 0; i < whole.size(); ++i) out.add("ema:" + sh->targets[i] + "_ema", whole[i]);
-    if (!sh->norm.empty()) {
-      NDArray norm = find_array(step, sh->norm);
-      for (const auto& t : sh->targets) out.add("ema:" + t + "_ema_norm", norm.copy(Device::cpu()));
-    }
+  // Sharded states whole, under the unsharded names (p_ema, p_mom, ...).
+  for (const auto& s : shards) {
+    std::vector<NDArray> whole = gather_shards(step, s);
+    for (size_t i = 0; i < whole.size(); ++i) out.add(s.prefix + s.targets[i] + s.suffix, whole[i]);
+  }
+  if (sh && !sh->norm.empty()) {
+    NDArray norm = find_array(step, sh->norm);
+    for (const auto& t : sh->targets) out.add("ema:" + t + "_ema_norm", norm.copy(Device::cpu()));
   }
   return out;
 }
 
 void save_training_state(const std::string& path, const Executor& step) {
   StepInfo info = analyse(step.symbol());
-  if (!info.sharded) {
+  const std::vector<ShardedState> shards = info.all_shards();
+  if (shards.empty()) {
     save_params(path, training_state(step));
     return;
   }
   // Every rank gathers; rank 0 writes; the barrier makes the file visible to every rank on
   // return (rank 0 joins it even when its write failed, then throws).
-  dist::Communicator& comm = shard_comm(*info.sharded);
+  dist::Communicator& comm = shard_comm(shards[0]);
   NamedArrays state = training_state(step);
   std::exception_ptr failed;
   if (comm.rank() == 0) {
@@ -284,36 +330,41 @@ void set_training_state(const NamedArrays& state, Executor& step, bool strict,
   StepInfo info = analyse(step.symbol());
   const auto& kinds = info.kind;
   std::set<std::string> seen;
-  // A sharded EMA reads the whole shadows (`p_ema`, `p_ema_norm`) and keeps its range.
+  // Sharded states read the whole values under the unsharded names (`p_ema`, `p_mom`, ...)
+  // and keep this rank's range; a sharded EMA's norm is `p_ema_norm` (the same for every p).
   const ShardedShadow* sh = info.sharded ? &*info.sharded : nullptr;
-  std::map<std::string, size_t> whole_index;
-  std::vector<NDArray> whole;
-  NDArray whole_norm;
-  if (sh) {
-    for (size_t i = 0; i < sh->targets.size(); ++i) whole_index[sh->targets[i] + "_ema"] = i;
-    whole.resize(sh->targets.size());
+  const std::vector<ShardedState> shards = info.all_shards();
+  std::map<std::string, std::pair<size_t, size_t>> whole_index;  // name -> (shard, target)
+  std::vector<std::vector<NDArray>> whole(shards.size());
+  for (size_t s = 0; s < shards.size(); ++s) {
+    whole[s].resize(shards[s].targets.size());
+    for (size_t i = 0; i < shards[s].targets.size(); ++i)
+      whole_index[shards[s].targets[i] + shards[s].suffix] = {s, i};
   }
+  NDArray whole_norm;
   for (size_t i = 0; i < state.size(); ++i) {
     const std::string& key = state.names[i];
     auto c = key.find(':');
     if (c == std::string::npos)
       throw FormatError(what + ": key '" + key + "' has no prefix (arg:, aux:, opt:, acc:, ema:, step:)");
     std::string n = key.substr(c + 1), prefix = key.substr(0, c + 1);
-    if (sh && !kinds.count(n)) {
-      const bool is_norm = !sh->norm.empty() && n.size() > 5 && n.ends_with("_norm") &&
-                           whole_index.count(n.substr(0, n.size() - 5));
+    if (!kinds.count(n)) {
+      const bool is_norm = sh && !sh->norm.empty() && n.size() > 5 && n.ends_with("_norm") &&
+                           whole_index.count(n.substr(0, n.size() - 5)) &&
+                           shards[whole_index.at(n.substr(0, n.size() - 5)).first].shard == sh->shard;
       if (whole_index.count(n) || is_norm) {
-        if (prefix != "ema:")
-          throw FormatError(what + ": '" + key + "' should be 'ema:" + n + "'");
+        const auto [s, t] = whole_index.at(is_norm ? n.substr(0, n.size() - 5) : n);
+        if (prefix != shards[s].prefix)
+          throw FormatError(what + ": '" + key + "' should be '" + shards[s].prefix + n + "'");
         const NDArray& src = state.arrays[i];
         const NDArray want = is_norm ? find_array(step, sh->norm)
-                                     : find_array(step, sh->targets[whole_index.at(n)]);
+                                     : find_array(step, shards[s].targets[t]);
         if (src.is_none() || src.shape() != want.shape() || src.dtype() != DType::kFloat32)
           throw FormatError(what + ": '" + key + "' has shape " +
                             (src.is_none() ? std::string("none") : src.shape().str()) +
                             ", the executor's (whole, before sharding) is " + want.shape().str() +
                             " float32");
-        (is_norm ? whole_norm : whole[whole_index.at(n)]) = src;
+        (is_norm ? whole_norm : whole[s][t]) = src;
         continue;
       }
     }
@@ -332,25 +383,26 @@ void set_training_state(const NamedArrays& state, Executor& step, bool strict,
     dst.copy_from(src);
     seen.insert(n);
   }
-  if (sh) {
+  for (size_t s = 0; s < shards.size(); ++s) {
     std::string missing;
     size_t have = 0;
-    for (size_t i = 0; i < whole.size(); ++i) {
-      if (whole[i].is_none())
-        missing += (missing.empty() ? "" : ", ") + sh->targets[i] + "_ema";
+    for (size_t i = 0; i < whole[s].size(); ++i) {
+      if (whole[s][i].is_none())
+        missing += (missing.empty() ? "" : ", ") + shards[s].targets[i] + shards[s].suffix;
       else
         ++have;
     }
     if (have > 0 && !missing.empty())
-      throw FormatError(what + ": the sharded EMA needs every shadow; no values for " + missing);
+      throw FormatError(what + ": the sharded state '" + shards[s].shard +
+                        "' needs every parameter's; no values for " + missing);
     if (have > 0) {
-      scatter_shard(step, *sh, whole);
-      seen.insert(sh->shard);
+      scatter_shard(step, shards[s], whole[s]);
+      seen.insert(shards[s].shard);
     }
-    if (!whole_norm.is_none()) {
-      find_array(step, sh->norm).copy_from(whole_norm);
-      seen.insert(sh->norm);
-    }
+  }
+  if (sh && !whole_norm.is_none()) {
+    find_array(step, sh->norm).copy_from(whole_norm);
+    seen.insert(sh->norm);
   }
   if (strict) {
     std::string missing;

@@ -529,8 +529,14 @@ TEST(StepBuilder, DataParallelErrors) {
     EXPECT_NE(std::string(e.what()).find("built for 2 ranks"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("rank 0 of 1"), std::string::npos) << e.what();
   }
-  so.dist = DistOptions{.shard_optimizer = true};
-  EXPECT_THROW(make_step(mlp(), opt, so), Error);
+  // Sharded optimizer state over 2 ranks in a job of 1: refused at bind, naming the rank.
+  so.dist = DistOptions{.shard_optimizer = true, .world_size = 2};
+  try {
+    bind_step(make_step(mlp(), opt, so), 4);
+    ADD_FAILURE() << "bound a step sharded over 2 ranks in a job of 1";
+  } catch (const dist::DistError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 of 1"), std::string::npos) << e.what();
+  }
   StepOptions update_only{.gradient_suffix = "_grad", .dist = DistOptions{}};
   EXPECT_THROW(make_step(mlp(), opt, update_only), Error);
 }
