@@ -38,6 +38,24 @@ struct OpContext {
   void* workspace = nullptr;       ///< scratch of at least Kernel::workspace_bytes()
 };
 
+/// An element-wise activation a producer applies to its output as it writes it (inference
+/// post-op fusion, Kernel::fused_activation).
+struct FusedActivation {
+  enum Kind : uint8_t { kNone, kRelu, kLeaky, kPrelu };
+  Kind kind = kNone;
+  float alpha = 0.f;              ///< kLeaky: the slope for x < 0
+  std::span<const float> slope;   ///< kPrelu, per call: one slope per channel (axis 1)
+};
+
+/// What a producer applies to output 0, in this order: y * scale + shift per channel of
+/// axis 1, then + the destination's old value, then the activation (Kernel::fuse_post_ops).
+struct PostOps {
+  bool affine = false;
+  bool sum = false;
+  FusedActivation act;
+  std::span<const float> scale, shift;  ///< affine, per call
+};
+
 /// A kernel instance, created once per bind for one node on one device. It may cache
 /// primitives (oneDNN, cuDNN) built for the shapes it was created with.
 class Kernel {
@@ -49,12 +67,14 @@ class Kernel {
   /// computes in place over it: return true to apply `next` to output 0 from now on (the
   /// executor then skips `next`'s forward). Called at bind, after construction.
   virtual bool fuse_epilogue(const OpAttrs& next) { return false; }
-  // ---- Inference fusion of a per-channel affine map into its producer ----
-  // The executor pairs a forward node (producer) whose output 0 only the next step's forward
-  // reads with that consumer (Convolution -> BatchNorm[+ReLU]); per call, when the consumer
-  // says it reduces to a channel affine (BatchNorm in inference), the producer writes
-  // affine(output 0) straight into the consumer's output 0 and the consumer only does the
-  // rest (forward_rest). Otherwise both run as usual (training calls).
+  // ---- Inference post-op fusion ----
+  // The executor may let a forward node (producer) whose output 0 only the next steps read
+  // apply those steps itself while writing, as oneDNN post-ops, in this order: a per-channel
+  // affine map (BatchNorm in inference), an add onto what the destination already holds (a
+  // residual elemwise_add), an element-wise activation (ReLU, leaky, PReLU). Per call, when
+  // every consumer agrees (BatchNorm: moving statistics), the producer writes the last
+  // consumer's output 0 and the consumers' steps are skipped (BatchNorm still writes its
+  // hidden outputs: forward_rest). Otherwise every step runs as usual (training calls).
 
   /// Consumer, at bind: whether some calls reduce to y = x * scale + shift per channel of
   /// axis 1 of input 0 (then `relu`: followed by max(y, 0)).
@@ -69,25 +89,20 @@ class Kernel {
   /// affine map (BatchNorm: its hidden per-channel outputs).
   virtual void forward_rest(const OpContext&, std::span<const NDArray>, std::span<const Req>,
                             std::span<const NDArray>) {}
-  /// Producer, at bind: prepare to apply a channel affine (and ReLU) to output 0.
-  virtual bool fuse_channel_affine(bool /*relu*/) { return false; }
-  /// Producer, per call: computes affine(output 0) into `dst` (instead of out[0], which is
-  /// left as it was); false when it cannot this call (nothing written, run unfused).
-  virtual bool forward_affine(const OpContext&, std::span<const NDArray> /*in*/,
-                              const NDArray& /*dst*/, std::span<const float> /*scale*/,
-                              std::span<const float> /*shift*/) {
-    return false;
-  }
-
-  // ---- Inference fusion of a residual sum into the producer of one operand ----
   /// Consumer, at bind: output 0 is input 0 + input 1 (elemwise_add).
   virtual bool is_binary_sum() const { return false; }
-  /// Producer, at bind: prepare to add output 0 onto what a destination already holds.
-  virtual bool fuse_sum() { return false; }
-  /// Producer, per call: dst += output 0 (out[0] is left as it was); false when it cannot
-  /// this call (nothing written).
-  virtual bool forward_sum(const OpContext&, std::span<const NDArray> /*in*/,
-                           const NDArray& /*dst*/) {
+  /// Consumer, at bind (kind, alpha) and per call (slopes, read from `in`): whether output 0
+  /// is an element-wise activation of input 0 that a producer may apply as a post-op.
+  virtual bool fused_activation(std::span<const NDArray> /*in*/, FusedActivation* /*act*/) {
+    return false;
+  }
+  /// Producer, at bind: prepare to apply `ops` (kinds only; no per-call values) to output 0.
+  virtual bool fuse_post_ops(const PostOps& /*ops*/) { return false; }
+  /// Producer, per call: computes post_ops(output 0) into `dst` (instead of out[0], which is
+  /// left as it was; with `sum`, dst holds the other operand); false when it cannot this
+  /// call (nothing written, everything runs unfused).
+  virtual bool forward_post_ops(const OpContext&, std::span<const NDArray> /*in*/,
+                                const NDArray& /*dst*/, const PostOps& /*ops*/) {
     return false;
   }
 

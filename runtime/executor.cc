@@ -14,6 +14,7 @@
 #include "graph/infer.h"
 #include "graph/layout_plan.h"
 #include "ops/dtype_policy.h"
+#include "runtime/fusion.h"
 #include "runtime/imperative.h"
 
 namespace loom {
@@ -32,10 +33,8 @@ struct Executor::Step {
   // A chain of element-wise steps run chunk by chunk (kernel == nullptr): see fuse_chains.
   std::vector<Step> chain;
   std::vector<int64_t> partition;  // the element-wise kernel's range_partition()
-  // Producer of a channel-affine pair: the next step is its consumer (Kernel::channel_affine).
-  bool affine_next = false;
-  // Producer of a residual sum: adds its output onto the next step's output (Kernel::fuse_sum).
-  bool sum_next = false;
+  // Producer of inference post-ops: applies the next post.n steps itself when it can.
+  PostOpPlan post;
   size_t node = 0;  // its ExecNode (for the backward monitor and the step timer)
 };
 
@@ -407,107 +406,16 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     ws = std::max(ws, kernels.back()->workspace_bytes());
   }
 
-  // Epilogue fusion: a forward node whose output 0 only a one-input node reads, in place,
-  // may apply that node itself (BatchNorm + ReLU); the absorbed node's forward is skipped,
-  // its backward (which reads the shared buffer) stays. LOOM_FUSE_EPILOGUE=0 turns it off.
-  std::vector<bool> absorbed(eg_.nodes.size(), false);
-  std::vector<int> readers(ne, 0);  // nodes reading each entry, forward and backward
-  std::vector<size_t> reader(ne, 0);
-  for (size_t i = 0; i < eg_.nodes.size(); ++i) {
-    const ExecNode& n = eg_.nodes[i];
-    for (auto e : n.in)
-      if (e != kNoEntry) ++readers[e], reader[e] = i;
-    if (n.pred != kNoEntry) ++readers[n.pred];
-  }
-  // The fusions below pair a forward node i with the forward node j that alone reads its
-  // output 0 (internal, not a graph output), both unpredicated, not writing into an input
-  // array, not absorbed; `adjacent`: no other step runs between them. Returns j, or 0.
-  auto sole_reader = [&](size_t i, bool adjacent) -> size_t {
-    const ExecNode& n = eg_.nodes[i];
-    if (!n.attrs || n.kind != ExecNode::Kind::kForward || !kernel_of[i] || absorbed[i] ||
-        n.out.empty() || n.pred != kNoEntry || !n.alias.empty())
-      return 0;
-    const uint32_t e = n.out[0];
-    if (e == kNoEntry || external[e] || pinned[e] || readers[e] != 1) return 0;
-    const size_t j = reader[e];
-    if (j <= i || j >= eg_.num_forward_nodes) return 0;
-    const ExecNode& m = eg_.nodes[j];
-    if (m.kind != ExecNode::Kind::kForward || !m.attrs || !kernel_of[j] || absorbed[j] ||
-        m.out.empty() || m.pred != kNoEntry || !m.alias.empty())
-      return 0;
-    for (size_t k = i + 1; adjacent && k < j; ++k)
-      if (eg_.nodes[k].attrs && !absorbed[k]) return 0;
-    return j;
-  };
-  // True when `a` shares bytes with an input of node n (a buffer n's inputs may free).
-  auto overlaps_input = [&](const NDArray& a, const ExecNode& n) {
-    for (auto in_e : n.in)
-      if (in_e != kNoEntry && a.overlaps(entries_[in_e])) return true;
-    return false;
-  };
-  if (!env_off("LOOM_FUSE_EPILOGUE")) {
-    for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
-      const size_t j = sole_reader(i, false);
-      if (!j) continue;
-      const ExecNode& m = eg_.nodes[j];
-      if (m.in.size() != 1 || m.out.size() != 1) continue;
-      const uint32_t e = eg_.nodes[i].out[0], o = m.out[0];
-      if (external[o] || entries_[o].is_none() || !entries_[o].same_memory(entries_[e])) continue;
-      // (n may itself compute in place over its input, BatchNorm in inference: the epilogue
-      // is applied element by element as it writes, which keeps in-place sound.)
-      if (kernel_of[i]->fuse_epilogue(*m.attrs)) absorbed[j] = true;
-    }
-  }
-
-  // Channel-affine fusion (Convolution -> BatchNorm[+ReLU] in inference calls): a forward
-  // node whose output 0 is read only by the forward of the next node that runs, as that
-  // node's input 0, may write the consumer's output 0 itself in calls where the consumer is
-  // a per-channel affine map. Only then: output 0 is left unwritten, so nothing else (no
-  // backward) may read it; the consumer's output must not overlap the producer's inputs
-  // (its block may be one they free) and is written with output 0's layout.
-  // LOOM_FUSE_CONV_BN=0 turns it off.
-  std::vector<bool> affine_producer(eg_.nodes.size(), false);
-  if (!env_off("LOOM_FUSE_CONV_BN")) {
-    for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
-      const size_t j = sole_reader(i, true);
-      if (!j) continue;
-      const ExecNode &n = eg_.nodes[i], &m = eg_.nodes[j];
-      if (m.in.empty() || m.in[0] != n.out[0]) continue;
-      uint32_t o = m.out[0];
-      if (o == kNoEntry || external[o] || entries_[o].is_none()) continue;
-      if (node_layouts[j].get(LayoutSlot::kOut, 0) != node_layouts[i].get(LayoutSlot::kOut, 0))
-        continue;
-      if (overlaps_input(entries_[o], n)) continue;
-      bool relu = false;
-      if (!kernel_of[j]->channel_affine_capable(&relu)) continue;
-      if (kernel_of[i]->fuse_channel_affine(relu)) affine_producer[i] = true, ++fused_affine_;
-    }
-  }
-  // Residual-sum fusion (inference calls): a forward node whose output 0 is read only by the
-  // next step's forward, an elemwise_add whose output took the other operand's buffer, adds
-  // its output onto that buffer itself (a convolution's sum post-op) and the add is skipped.
-  // The other operand was computed before (no step runs in between) and its buffer must not
-  // overlap the producer's inputs. LOOM_FUSE_CONV_SUM=0 turns it off.
-  std::vector<bool> sum_producer(eg_.nodes.size(), false);
-  if (!env_off("LOOM_FUSE_CONV_SUM")) {
-    for (size_t i = 0; i < eg_.num_forward_nodes; ++i) {
-      const size_t j = affine_producer[i] ? 0 : sole_reader(i, true);
-      if (!j) continue;
-      const ExecNode &n = eg_.nodes[i], &m = eg_.nodes[j];
-      if (m.in.size() != 2 || m.in[0] == m.in[1] || m.out.size() != 1 ||
-          !kernel_of[j]->is_binary_sum())
-        continue;
-      const uint32_t e = n.out[0];
-      uint32_t other = m.in[0] == e ? m.in[1] : m.in[0], p = m.out[0];
-      if (other == kNoEntry || p == kNoEntry || external[p] || entries_[p].is_none() ||
-          !entries_[p].same_memory(entries_[other]) ||
-          entries_[p].nbytes() != entries_[e].nbytes() || entries_[p].same_memory(entries_[e]))
-        continue;
-      if (node_layouts[j].get(LayoutSlot::kOut, 0) != node_layouts[i].get(LayoutSlot::kOut, 0))
-        continue;
-      if (overlaps_input(entries_[p], n)) continue;
-      if (kernel_of[i]->fuse_sum()) sum_producer[i] = true, ++fused_sum_;
-    }
+  // Fusions (runtime/fusion.cc): BatchNorm absorbs a following ReLU; a producer
+  // (Convolution) applies the BatchNorm, residual add and activation after it as post-ops in
+  // inference calls.
+  const FusionInput fin{eg_, kernel_of, node_layouts, entries_, external, pinned};
+  const std::vector<bool> absorbed = fuse_epilogues(fin);
+  const std::vector<PostOpPlan> post = plan_post_ops(fin, absorbed);
+  for (const auto& p : post) {
+    fused_affine_ += p.ops.affine;
+    fused_sum_ += p.ops.sum;
+    fused_act_ += p.act >= 0;
   }
   for (const auto& k : kernels) ws = std::max(ws, k->workspace_bytes());
   if (ws) workspace_ = NDArray(Shape{static_cast<int64_t>(ws)}, DType::kUint8, dev_);
@@ -532,8 +440,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       s.n_out = n.out.size();
       s.node = i;
       s.mutated = op_aux(*n.attrs);
-      s.affine_next = affine_producer[i];
-      s.sum_next = sum_producer[i];
+      s.post = post[i];
       s.partition = s.kernel->range_partition();
       if (n.pred != kNoEntry) {
         s.pred = entries_[n.pred];
@@ -654,6 +561,34 @@ void Executor::run_chain(Step& s, const OpContext& ctx) {
   }
 }
 
+// Step k applies its post.n consumers itself when each agrees for this call (BatchNorm: in
+// inference) and the producer can; the BatchNorm then writes its hidden outputs.
+bool Executor::run_post_ops(std::vector<Step>& steps, size_t k, const OpContext& ctx) {
+  Step& s = steps[k];
+  PostOps ops = s.post.ops;
+  auto in_of = [&](const Step& t) {
+    return std::span<const NDArray>(t.arrays).subspan(0, t.n_in);
+  };
+  if (s.post.affine >= 0) {
+    Step& t = steps[k + 1 + static_cast<size_t>(s.post.affine)];
+    if (!t.kernel->channel_affine(ctx, in_of(t), affine_scale_, affine_shift_)) return false;
+    ops.scale = affine_scale_;
+    ops.shift = affine_shift_;
+  }
+  if (s.post.act >= 0) {
+    Step& t = steps[k + 1 + static_cast<size_t>(s.post.act)];
+    if (!t.kernel->fused_activation(in_of(t), &ops.act)) return false;
+  }
+  const Step& last = steps[k + static_cast<size_t>(s.post.n)];
+  if (!s.kernel->forward_post_ops(ctx, in_of(s), last.arrays[last.n_in], ops)) return false;
+  if (s.post.affine >= 0) {
+    Step& t = steps[k + 1 + static_cast<size_t>(s.post.affine)];
+    std::span<const NDArray> b(t.arrays);
+    t.kernel->forward_rest(ctx, b.subspan(0, t.n_in), t.req, b.subspan(t.n_in, t.n_out));
+  }
+  return true;
+}
+
 void Executor::run(std::vector<Step>& steps, bool is_train) {
   OpContext ctx;
   ctx.is_train = is_train;
@@ -685,27 +620,9 @@ void Executor::run(std::vector<Step>& steps, bool is_train) {
       continue;
     }
     std::span<const NDArray> a(s.arrays);
-    if (s.affine_next && k + 1 < steps.size()) {
-      // The consumer says whether this call is its affine map; if so (and the producer can)
-      // the producer writes the consumer's output 0 and the consumer does the rest.
-      Step& t = steps[k + 1];
-      std::span<const NDArray> b(t.arrays);
-      auto t_in = b.subspan(0, t.n_in), t_out = b.subspan(t.n_in, t.n_out);
-      if (t.kernel->channel_affine(ctx, t_in, affine_scale_, affine_shift_) &&
-          s.kernel->forward_affine(ctx, a.subspan(0, s.n_in), t_out[0], affine_scale_,
-                                   affine_shift_)) {
-        t.kernel->forward_rest(ctx, t_in, t.req, t_out);
-        ++k;
-        continue;
-      }
-    }
-    if (s.sum_next && k + 1 < steps.size()) {
-      // The producer adds its output onto the sum's output, which holds the other operand.
-      Step& t = steps[k + 1];
-      if (s.kernel->forward_sum(ctx, a.subspan(0, s.n_in), t.arrays[t.n_in])) {
-        ++k;
-        continue;
-      }
+    if (s.post.n > 0 && k + s.post.n < steps.size() && run_post_ops(steps, k, ctx)) {
+      k += static_cast<size_t>(s.post.n);
+      continue;
     }
     if (!s.backward) {
       s.kernel->forward(ctx, a.subspan(0, s.n_in), s.req, a.subspan(s.n_in, s.n_out));

@@ -96,6 +96,9 @@ class Executor {
   size_t fused_affine_pairs() const { return fused_affine_; }
   /// Producers (Convolution) adding their output onto a residual sum in inference calls.
   size_t fused_sum_pairs() const { return fused_sum_; }
+  /// Producers (Convolution) applying a following activation node (ReLU after a sum, leaky,
+  /// PReLU) as a post-op in inference calls.
+  size_t fused_activation_pairs() const { return fused_act_; }
   /// Copies values of same-named arguments / aux states (as MXNet's copy_params_from).
   void copy_params_from(const std::map<std::string, NDArray>& arg_params,
                         const std::map<std::string, NDArray>& aux_params = {},
@@ -111,6 +114,7 @@ class Executor {
   void run(std::vector<Step>& steps, bool is_train);
   void fuse_chains(std::vector<Step>& steps);
   void run_chain(Step& s, const OpContext& ctx);
+  bool run_post_ops(std::vector<Step>& steps, size_t k, const OpContext& ctx);
   void report_backward(const Step& s) const;
   void report_time(const std::vector<Step>& steps, size_t first, size_t last, double sec) const;
   Symbol sym_, run_sym_;
@@ -129,7 +133,7 @@ class Executor {
   NDArray workspace_;
   std::mt19937_64 rng_;
   size_t fused_chains_ = 0;
-  size_t fused_affine_ = 0, fused_sum_ = 0;
+  size_t fused_affine_ = 0, fused_sum_ = 0, fused_act_ = 0;
   std::vector<float> affine_scale_, affine_shift_;  // per call, for channel-affine pairs
   StepTimer step_timer_;
 };

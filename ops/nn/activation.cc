@@ -52,6 +52,12 @@ class ActKernel final : public Kernel {
   explicit ActKernel(const KernelArgs& a)
       : type_(a.attrs.param<ActParam>().act_type), dtype_(a.in_types[0]),
         what_("node '" + a.attrs.name + "' (op Activation)") {}
+  // A producer (Convolution) may apply relu as a post-op, in float32.
+  bool fused_activation(std::span<const NDArray>, FusedActivation* act) override {
+    if (type_ != "relu" || dtype_ != DType::kFloat32) return false;
+    act->kind = FusedActivation::kRelu;
+    return true;
+  }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;

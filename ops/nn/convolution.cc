@@ -194,17 +194,29 @@ class ConvKernel final : public nn::WeightedLayerKernel {
             std::to_string(p_.num_group);
   }
 
-  // Inference: a following BatchNorm (+ReLU) folded into the weights and bias, the ReLU as
-  // an eltwise post-op, with the same algorithm and data/output layouts as the forward.
-  bool fuse_channel_affine(bool relu) override {
+  // Inference post-ops: a following BatchNorm folded into the weights and bias, a residual
+  // sum, an activation (ReLU/leaky as eltwise, PReLU as prelu with per-channel slopes), with
+  // the same algorithm and data/output layouts as the forward.
+  bool fuse_post_ops(const PostOps& ops) override {
     using namespace dnnl;
     primitive_attr attr;
     attr.set_scratchpad_mode(scratchpad_mode::user);
-    if (relu) {
-      post_ops po;
-      po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
-      attr.set_post_ops(po);
+    post_ops po;
+    if (ops.sum) po.append_sum(1.f);
+    switch (ops.act.kind) {
+      case FusedActivation::kRelu:
+        po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+        break;
+      case FusedActivation::kLeaky:
+        po.append_eltwise(1.f, algorithm::eltwise_relu, ops.act.alpha, 0.f);
+        break;
+      case FusedActivation::kPrelu:
+        po.append_prelu(1 << 1);  // one slope per output channel
+        break;
+      case FusedActivation::kNone:
+        break;
     }
+    attr.set_post_ops(po);
     // Inference primitives first; some (f32 Winograd 2x3) want weight formats no reorder
     // makes, then the training forward's implementation serves.
     for (auto prop : {prop_kind::forward_inference, prop_kind::forward_training}) {
@@ -214,53 +226,23 @@ class ConvKernel final : public nn::WeightedLayerKernel {
                                     strides_, dilates_, pad_, pad_);
         convolution_forward::primitive_desc pd(d, attr, dnnl_util::engine());
         if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) continue;
-        layer_->enable_affine(pd, dnnl_util::plain_md(wdims_));
+        if (!layer_->enable_post_ops(pd, dnnl_util::plain_md(wdims_), ops)) return false;
       } catch (const dnnl::error&) {
         continue;
       }
-      dnnl_util::record_impl(desc_ + " +affine" + (relu ? "+relu " : " ") +
-                             layer_->affine_impl_info());
+      static const char* kAct[] = {"", "+relu", "+leaky", "+prelu"};
+      dnnl_util::record_impl(desc_ + " " + (ops.affine ? "+affine" : "") + (ops.sum ? "+sum" : "") +
+                             kAct[ops.act.kind] + " " + layer_->post_ops_impl_info());
       return true;
     }
     return false;
   }
-  // Inference: a residual add as a sum post-op (same primitive otherwise).
-  bool fuse_sum() override {
-    using namespace dnnl;
-    try {
-      primitive_attr attr;
-      attr.set_scratchpad_mode(scratchpad_mode::user);
-      post_ops po;
-      po.append_sum(1.f);
-      attr.set_post_ops(po);
-      auto fwd = prop_kind::forward_training;  // the forward's implementation and weights
-      auto src = layer_->fwd_src_desc(), dst = layer_->fwd_dst_desc();
-      auto w = dnnl_util::any_md(wdims_);
-      auto d =
-          no_bias_
-              ? convolution_forward::desc(fwd, algo_, src, w, dst, strides_, dilates_, pad_, pad_)
-              : convolution_forward::desc(fwd, algo_, src, w, dnnl_util::plain_md({p_.num_filter}),
-                                          dst, strides_, dilates_, pad_, pad_);
-      convolution_forward::primitive_desc pd(d, attr, dnnl_util::engine());
-      if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) return false;
-      if (!layer_->enable_sum(pd)) return false;
-      dnnl_util::record_impl(desc_ + " +sum " + pd.impl_info_str());
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }
-  bool forward_sum(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst) override {
-    if (ctx.is_train) return false;
+  bool forward_post_ops(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,
+                        const PostOps& ops) override {
+    if ((ctx.is_train && ops.sum) || !layer_->has_post_ops()) return false;
     const float* b = no_bias_ ? nullptr : in[2].cdata<float>();
-    return layer_->forward_sum(in[0].cdata<float>(), in[1], b, dst.data<float>(), ctx.workspace);
-  }
-  bool forward_affine(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,
-                      std::span<const float> scale, std::span<const float> shift) override {
-    if (!layer_->has_affine() || scale.size() != static_cast<size_t>(p_.num_filter)) return false;
-    const float* b = no_bias_ ? nullptr : in[2].cdata<float>();
-    return layer_->forward_affine(in[0].cdata<float>(), in[1], b, dst.data<float>(), scale, shift,
-                                  ctx.workspace);
+    return layer_->forward_post_ops(in[0].cdata<float>(), in[1], b, dst.data<float>(), ops,
+                                    ctx.workspace);
   }
 
  private:

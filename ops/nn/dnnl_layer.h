@@ -67,10 +67,13 @@ class DnnlWeightedLayer {
   const dnnl::memory::desc& fwd_src_desc() const { return f_src_.chosen(); }
   const dnnl::memory::desc& fwd_dst_desc() const { return f_dst_.chosen(); }
 
-  /// Adds the inference forward with a per-output-channel affine map folded in (`pd`: same
-  /// data and output layouts as the forward, a plain (F) bias, optionally a ReLU post-op;
-  /// `weights` describes Loom's weight array, output channels outermost).
-  void enable_affine(const dnnl::primitive_desc& pd, const dnnl::memory::desc& weights) {
+  /// Adds the inference forward with post-ops (`pd`: same data and output layouts as the
+  /// forward, a plain (F) bias; `weights` describes Loom's weight array, output channels
+  /// outermost): an affine map folded into weights and bias, a sum (only when Loom's output
+  /// array has the primitive's layout), an eltwise or prelu post-op.
+  bool enable_post_ops(const dnnl::primitive_desc& pd, const dnnl::memory::desc& weights,
+                       const PostOps& ops) {
+    if (ops.sum && !f_dst_.same()) return false;
     dnnl_util::LayoutBridge w(weights, pd.weights_desc(0));  // may throw: nothing changed
     dnnl::primitive p(pd);
     aff_w_ = w;
@@ -78,15 +81,16 @@ class DnnlWeightedLayer {
     aff_bias_desc_ = pd.weights_desc(1);
     sp_aff_ = pd.scratchpad_desc();
     aff_impl_ = pd.impl_info_str();
+    post_ = ops;
+    prelu_index_ = ops.sum ? 1 : 0;  // the activation follows the sum
+    return true;
   }
-  bool has_affine() const { return aff_fwd_.has_value(); }
-  const std::string& affine_impl_info() const { return aff_impl_; }
+  bool has_post_ops() const { return aff_fwd_.has_value(); }
+  const std::string& post_ops_impl_info() const { return aff_impl_; }
 
   size_t workspace_bytes() const {
     size_t aff =
-        has_affine() ? in_bytes(f_src_) + out_bytes(f_dst_) + align64(sp_aff_.get_size()) : 0;
-    aff = std::max(
-        aff, in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_) + align64(sp_sum_.get_size()));
+        has_post_ops() ? in_bytes(f_src_) + out_bytes(f_dst_) + align64(sp_aff_.get_size()) : 0;
     size_t fwd = std::max(
         aff, in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_) + align64(sp_fwd_.get_size()));
     size_t bwd = in_bytes(d_ddst_) + in_bytes(d_w_) + out_bytes(d_dsrc_) + in_bytes(w_src_) +
@@ -102,22 +106,6 @@ class DnnlWeightedLayer {
   void forward(const float* src, const NDArray& weights, const float* b, float* dst, Req req,
                void* workspace, bool cached_weights) {
     run_forward(fwd_, sp_fwd_, src, weights, b, dst, req, workspace, cached_weights);
-  }
-
-  /// Adds the inference forward with a sum post-op (`pd`: the forward's layouts for data,
-  /// weights and output), when Loom's output array is in the chosen layout.
-  bool enable_sum(const dnnl::primitive_desc& pd) {
-    if (!f_dst_.same() || !(pd.weights_desc(0) == f_w_.chosen())) return false;
-    sum_fwd_ = dnnl::primitive(pd);
-    sp_sum_ = pd.scratchpad_desc();
-    return true;
-  }
-  /// dst += the forward's output (inference: cached weights as in forward).
-  bool forward_sum(const float* src, const NDArray& weights, const float* b, float* dst,
-                   void* workspace) {
-    if (!sum_fwd_) return false;
-    run_forward(*sum_fwd_, sp_sum_, src, weights, b, dst, Req::kWrite, workspace, true);
-    return true;
   }
 
  private:
@@ -145,18 +133,25 @@ class DnnlWeightedLayer {
   }
 
  public:
-  /// Inference forward computing y * scale[f] + shift[f] (then ReLU if built so) per output
-  /// channel f into `dst`, as the convolution with weights w * scale[f] and bias
-  /// b * scale[f] + shift[f]. The scaled weights are kept in the primitive's layout while the
-  /// weight array provably has not changed (as for cached_weights) and the scale is the same;
-  /// escaped weights are scaled on every call.
-  bool forward_affine(const float* src, const NDArray& weights, const float* b, float* dst,
-                      std::span<const float> scale, std::span<const float> shift, void* workspace) {
+  /// Inference forward with the post-ops enable_post_ops built, into `dst`. The affine map
+  /// y * scale[f] + shift[f] per output channel f is the convolution with weights
+  /// w * scale[f] and bias b * scale[f] + shift[f]; the weights (scaled or not) are kept in
+  /// the primitive's layout while the weight array provably has not changed (as for
+  /// cached_weights) and the scale is the same; escaped weights are redone on every call.
+  /// With a sum, dst holds the other operand; with prelu, ops.act.slope has one slope per
+  /// output channel.
+  bool forward_post_ops(const float* src, const NDArray& weights, const float* b, float* dst,
+                        const PostOps& ops, void* workspace) {
     if (!aff_fwd_ || weights.device().type != DeviceType::kCPU) return false;
-    const auto& eng = dnnl_util::engine();
-    const size_t nf = scale.size();
-    if (nf == 0 || shift.size() != nf || static_cast<size_t>(weights.size()) % nf != 0)
+    const size_t nf = static_cast<size_t>(aff_bias_desc_.get_size() / sizeof(float));
+    std::span<const float> scale = post_.affine ? ops.scale : std::span<const float>();
+    std::span<const float> shift = post_.affine ? ops.shift : std::span<const float>();
+    if (post_.affine != ops.affine || post_.sum != ops.sum || post_.act.kind != ops.act.kind)
       return false;
+    if (post_.affine && (scale.size() != nf || shift.size() != nf)) return false;
+    if (post_.act.kind == FusedActivation::kPrelu && ops.act.slope.size() != nf) return false;
+    const auto& eng = dnnl_util::engine();
+    if (nf == 0 || static_cast<size_t>(weights.size()) % nf != 0) return false;
     const auto& st = weights.storage();
     const bool cacheable = !st->escaped();
     uint64_t version = st->version();
@@ -168,8 +163,10 @@ class DnnlWeightedLayer {
       const float* w = weights.cdata<float>();
       NDArray folded(Shape{weights.size()}, DType::kFloat32);  // plain, output channels outermost
       float* fw = folded.data<float>();
-      for (size_t f = 0; f < nf; ++f)
-        for (size_t k = 0; k < per; ++k) fw[f * per + k] = w[f * per + k] * scale[f];
+      for (size_t f = 0; f < nf; ++f) {
+        const float sc = scale.empty() ? 1.f : scale[f];
+        for (size_t k = 0; k < per; ++k) fw[f * per + k] = w[f * per + k] * sc;
+      }
       if (aff_w_.same()) {
         wbuf = folded;
       } else {
@@ -187,18 +184,26 @@ class DnnlWeightedLayer {
       }
     }
     a_bias_.resize(nf);
-    for (size_t f = 0; f < nf; ++f) a_bias_[f] = (b ? b[f] : 0.f) * scale[f] + shift[f];
+    for (size_t f = 0; f < nf; ++f)
+      a_bias_[f] = scale.empty() ? (b ? b[f] : 0.f) : (b ? b[f] : 0.f) * scale[f] + shift[f];
     ScratchCursor ws(workspace);
     std::unordered_map<int, dnnl::memory> args;
     args[DNNL_ARG_SRC] = f_src_.to_chosen(src, ws.take(in_bytes(f_src_)));
     args[DNNL_ARG_WEIGHTS] = dnnl::memory(aff_w_.chosen(), eng, wbuf.raw());
     args[DNNL_ARG_BIAS] = dnnl::memory(aff_bias_desc_, eng, a_bias_.data());
-    void* target = f_dst_.target(dst, ws.take(out_bytes(f_dst_)), false);
+    // With a sum the output is Loom's array itself (enable_post_ops checked its layout).
+    void* target = post_.sum ? dst : f_dst_.target(dst, ws.take(out_bytes(f_dst_)), false);
     args[DNNL_ARG_DST] = dnnl::memory(f_dst_.chosen(), eng, target);
+    if (post_.act.kind == FusedActivation::kPrelu) {
+      dnnl::memory::dims d(static_cast<size_t>(f_dst_.chosen().dims().size()), 1);
+      d[1] = static_cast<int64_t>(nf);
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(prelu_index_) | DNNL_ARG_WEIGHTS] =
+          dnnl::memory(dnnl_util::plain_md(d), eng, const_cast<float*>(ops.act.slope.data()));
+    }
     if (sp_aff_.get_size())
       args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_aff_, eng, ws.take(sp_aff_.get_size()));
     dnnl_util::execute(*aff_fwd_, args);
-    f_dst_.finish(target, dst, false);
+    if (!post_.sum) f_dst_.finish(target, dst, false);
     return true;
   }
 
@@ -273,10 +278,9 @@ class DnnlWeightedLayer {
   // Scratch for an output: when reordered or accumulated.
   static size_t out_bytes(const dnnl_util::LayoutBridge& b) { return align64(b.scratch_bytes()); }
 
-  // The inference forward with a sum post-op (enable_sum).
-  std::optional<dnnl::primitive> sum_fwd_;
-  dnnl::memory::desc sp_sum_;
-  // The affine-folded inference forward (enable_affine) and its scaled weights.
+  // The inference forward with post-ops (enable_post_ops) and its (scaled) weights.
+  PostOps post_;
+  int prelu_index_ = 0;
   std::optional<dnnl::primitive> aff_fwd_;
   dnnl_util::LayoutBridge aff_w_;
   dnnl::memory::desc aff_bias_desc_, sp_aff_;

@@ -2,6 +2,7 @@
 // training), elu, selu, gelu (spec 6.6).
 #include <cmath>
 #include <random>
+#include <type_traits>
 
 #include "ops/infer.h"
 #include "ops/nn/nn_dtype.h"
@@ -78,6 +79,29 @@ class LeakyKernel final : public Kernel {
       gamma_n_ = g0;
       gamma_c_ = g1;
     }
+    // Data, output and their gradients share one layout (plain or channel-blocked).
+    block_ = layout_block(a.layout(LayoutSlot::kIn, 0));
+  }
+
+  // A producer (Convolution) may apply leaky and prelu (one slope per channel, or one for
+  // all) as a post-op, in float32.
+  bool fused_activation(std::span<const NDArray> in, FusedActivation* act) override {
+    if (dtype_ != DType::kFloat32) return false;
+    if (act_ == Act::kLeaky) {
+      act->kind = FusedActivation::kLeaky;
+      act->alpha = p_.slope;
+      return true;
+    }
+    if (act_ != Act::kPrelu || gamma_n_ != 1 || in.size() < 2 || in[1].is_none()) return false;
+    act->kind = FusedActivation::kPrelu;
+    const float* g = in[1].cdata<float>();
+    if (gamma_c_ == channels_) {
+      act->slope = std::span<const float>(g, static_cast<size_t>(channels_));
+    } else {  // one slope shared by every channel
+      slopes_.assign(static_cast<size_t>(channels_), g[0]);
+      act->slope = slopes_;
+    }
+    return true;
   }
 
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
@@ -122,7 +146,10 @@ class LeakyKernel final : public Kernel {
       return;
     }
     if (req[0] == Req::kNull) return;
-    const T* gamma = t == Act::kPrelu ? in[1].data<T>() : nullptr;
+    const T* gamma = t == Act::kPrelu ? in[1].cdata<T>() : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      if (t == Act::kPrelu && !add) return prelu_forward(x, gamma, y);
+    }
     const C s = p_.slope;
     const C alpha = static_cast<C>(1.6732632423543772), lambda = static_cast<C>(1.0507009873554805);
     const C inv_sqrt2 = static_cast<C>(0.70710678118654752);
@@ -180,9 +207,44 @@ class LeakyKernel final : public Kernel {
     }
   }
 
-  // gamma's element for data element i (gamma is (gamma_n_, gamma_c_), each 1 or full).
+  // prelu in float32, written: per (sample, channel block) a run of inner_ positions of
+  // block_ channels, each channel's slope loaded once, so the inner loop vectorises.
+  void prelu_forward(const float* x, const float* gamma, float* y) const {
+    if (n_ == 0) return;
+    const int64_t B = block_, nb = channels_ / B, outer = n_ / (inner_ * channels_);
+    const int64_t run = inner_ * B;
+#pragma omp parallel for collapse(2) if (n_ > 65536)
+    for (int64_t n = 0; n < outer; ++n)
+      for (int64_t cb = 0; cb < nb; ++cb) {
+        float sl[16];
+        for (int64_t j = 0; j < B; ++j)
+          sl[j] = gamma[(gamma_n_ == 1 ? 0 : n) * gamma_c_ + (gamma_c_ == 1 ? 0 : cb * B + j)];
+        const int64_t base = (n * nb + cb) * run;
+        const float* xs = x + base;
+        float* ys = y + base;
+        if (B == 1) {
+          const float a = sl[0];
+          for (int64_t i = 0; i < run; ++i) ys[i] = xs[i] > 0 ? xs[i] : a * xs[i];
+        } else if (B == 16) {
+          for (int64_t i = 0; i < run; i += 16)
+            for (int j = 0; j < 16; ++j) ys[i + j] = xs[i + j] > 0 ? xs[i + j] : sl[j] * xs[i + j];
+        } else {
+          for (int64_t i = 0; i < run; i += B)
+            for (int64_t j = 0; j < B; ++j) ys[i + j] = xs[i + j] > 0 ? xs[i + j] : sl[j] * xs[i + j];
+        }
+      }
+  }
+
+  // gamma's element for data element i (gamma is (gamma_n_, gamma_c_), each 1 or full), in
+  // the data's layout (channel-blocked: channel cb*B + j of a position is at
+  // ((n * C/B + cb) * inner + p) * B + j).
   int64_t gamma_index(int64_t i) const {
-    const int64_t c = gamma_c_ == 1 ? 0 : (i / inner_) % channels_;
+    int64_t c;
+    if (block_ == 1)
+      c = (i / inner_) % channels_;
+    else
+      c = (i / (inner_ * block_)) % (channels_ / block_) * block_ + i % block_;
+    if (gamma_c_ == 1) c = 0;
     const int64_t n = gamma_n_ == 1 ? 0 : i / (inner_ * channels_);
     return n * gamma_c_ + c;
   }
@@ -205,7 +267,20 @@ class LeakyKernel final : public Kernel {
   DType dtype_;
   std::string what_;
   int64_t n_ = 0, channels_ = 1, inner_ = 1, gamma_n_ = 1, gamma_c_ = 1;
+  int block_ = 1;
+  std::vector<float> slopes_;  // fused_activation: a shared slope per channel
 };
+
+// Data, output and their gradients in one layout (plain or channel-blocked); prelu's gamma
+// stays plain. rrelu's mask stays plain, so rrelu does not take blocked data.
+LayoutRule leaky_layout_rule(const OpAttrs& a, const std::vector<Shape>& in) {
+  if (a.param<LeakyParam>().act_type == "rrelu" || in.empty() || in[0].ndim() != 4) return {};
+  return LayoutRule{{{{LayoutSlot::kIn, 0},
+                      {LayoutSlot::kOut, 0},
+                      {LayoutSlot::kInGrad, 0},
+                      {LayoutSlot::kOutGrad, 0}}},
+                    false};
+}
 
 LOOM_CPU_DTYPES("LeakyReLU", kDTypePolicyFloats);
 
@@ -228,6 +303,10 @@ LOOM_REGISTER_OP("LeakyReLU")
           .out_grad = true, .in_data = true, .out_data = a.param<LeakyParam>().act_type == "rrelu"};
     })
     .cpu<LeakyKernel>()
+    // Element-wise: each element is read before it is written (the backward reads the input,
+    // so the memory plan computes in place only where nothing needs it afterwards).
+    .inplace_pairs({{0, 0}})
+    .layouts(leaky_layout_rule)
     .sample({.attrs = {}, .in_shapes = {{2, 3, 5}}})
     .sample({.attrs = {{"act_type", "prelu"}},
              .in_shapes = {{2, 3, 4}, {3}},
