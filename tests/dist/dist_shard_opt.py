@@ -10,7 +10,8 @@ unsharded names (p_mom, p_mean, p_var), must equal both within float32 rounding 
 reduction order; with one rank the element-wise optimizers (SGD with momentum, Adam) equal the
 unsharded step bit for bit (same kernels on the same elements), and LAMB within the rounding
 of its norms (partial sums in double). Checked for SGD with momentum, Adam and LAMB, k = 1 and
-3, one lr_mult group and two; also combined with the sharded EMA. Also: each rank's resident
+3, one lr_mult group and two; also combined with the sharded EMA; and NAG, AdamW (with
+clip_gradient) and centered RMSProp at k = 1. Also: each rank's resident
 optimizer state is one (ceil(T/N),) array per state kind and no per-parameter state exists;
 weights are bit-identical on every rank; ranks other than 0 start from other weights and
 still train from rank 0's; collectives only on real steps (one reduce-scatter, one all-gather,
@@ -27,7 +28,8 @@ import loom as mx
 
 PER_RANK, REAL = 4, 2
 PARAMS = ("fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias")
-STATES = {"sgd": ("mom",), "adam": ("mean", "var"), "lamb": ("mean", "var")}
+STATES = {"sgd": ("mom",), "adam": ("mean", "var"), "lamb": ("mean", "var"), "nag": ("mom",),
+          "adamw": ("mean", "var"), "rmsprop": ("n", "g", "delta")}
 
 
 def mlp(lr_mult=False):
@@ -43,6 +45,12 @@ def optimizer(name):
         return mx.optimizer.SGD(learning_rate=0.5, momentum=0.9, wd=1e-3, clip_gradient=0.2)
     if name == "adam":
         return mx.optimizer.Adam(learning_rate=0.05, wd=1e-3)
+    if name == "nag":
+        return mx.optimizer.NAG(learning_rate=0.2, momentum=0.9, wd=1e-3)
+    if name == "adamw":
+        return mx.optimizer.create("adamw", learning_rate=0.05, wd=1e-2, clip_gradient=0.5)
+    if name == "rmsprop":
+        return mx.optimizer.RMSProp(learning_rate=0.01, centered=True, wd=1e-3)
     return mx.optimizer.LAMB(learning_rate=0.05, wd=1e-3)
 
 
@@ -226,6 +234,8 @@ if __name__ == "__main__":
                 check(opt, k, files)
         check("adam", 3, files, ema=mx.train.EMA(decay=0.9), lr_mult=True)
         check("lamb", 1, files, lr_mult=True)
+        for opt in ("nag", "adamw", "rmsprop"):
+            check(opt, 1, files)
         check_resume("adam", 3, files)
         check_resume("lamb", 1, files)
     finally:
