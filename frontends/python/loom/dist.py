@@ -182,7 +182,20 @@ class DataParallel:
     call them on every rank) and give the whole EMA under the unsharded names, so a
     checkpoint resumes with any number of ranks, sharded or not (``load_checkpoint`` on every
     rank takes its own range). Aux-state shadows (``include_aux``) stay whole, per rank.
-    ``shard_optimizer`` is not implemented yet."""
+    ``shard_optimizer`` (ZeRO-1): every optimizer ``make_step`` supports keeps its state
+    (momentum, Adam's mean and var, RMSProp's n/g/delta, LAMB's moments) for the same
+    contiguous 1/N range per rank only: aux states ``step_opt_shard_<state>`` of ceil(T/N)
+    elements instead of ``<p>_<state>``. On the last micro-step the accumulated gradients are
+    reduce-scattered (one collective over a padded buffer holding rank q's range at
+    q*ceil(T/N), NCCL's in-place layout; not bucketed, not overlapped with backward), each
+    rank updates its range with the unsharded update's own arithmetic (LAMB's per-tensor norms
+    come from one small allreduce of partial sums), and the new weights are all-gathered in
+    place into every rank's weight arrays, so weights stay identical on every rank. The
+    accumulators ``<p>_acc`` then hold this rank's own (unreduced) sum. ``save_checkpoint``
+    gathers the state (call it on every rank) and writes it under the unsharded names;
+    ``load_checkpoint`` takes each rank's range, so checkpoints move between sharded and
+    unsharded jobs of any size. Combined with ``shard_ema`` the EMA reads the freshly
+    all-gathered weights' own range."""
 
     def __init__(self, bucket_mb=25, first_bucket_mb=1, shard_ema=False, shard_optimizer=False):
         if bucket_mb <= 0 or first_bucket_mb <= 0:

@@ -68,8 +68,10 @@ def make_step(loss, optimizer="sgd", accumulate=1, ema=None, grad_mean=True, dat
     joins: the accumulated gradients are reduced over the ranks on the last micro-step
     (averaged when grad_mean: with a batch-mean loss, N ranks of b samples step as one
     process on N*b), and the first call broadcasts rank 0's weights and states. With
-    DataParallel(shard_ema=True) each rank keeps only its 1/N range of the EMA (see
-    loom.dist.DataParallel); the EMA helpers below then gather it and are collectives."""
+    DataParallel(shard_ema=True) each rank keeps only its 1/N range of the EMA, with
+    shard_optimizer=True only its 1/N range of the optimizer state (reduce-scatter, update of
+    the own range, all-gather of the weights; see loom.dist.DataParallel); the EMA helpers and
+    save_checkpoint below then gather them and are collectives."""
     if not isinstance(optimizer, Optimizer):
         optimizer = _create_optimizer(optimizer, **optimizer_params)
     elif optimizer_params:
@@ -101,16 +103,18 @@ def _handle(exe):
 
 def save_checkpoint(path, exe):
     """Writes the whole training state (arg:, aux:, opt:, acc:, ema:, step: prefixed names)
-    as one MXNet .params file, atomically (temp file, fsync, rename). A sharded EMA
-    (DataParallel(shard_ema=True)) is gathered and written whole by rank 0: call it on every
-    rank."""
+    as one MXNet .params file, atomically (temp file, fsync, rename). A sharded EMA or
+    optimizer state (DataParallel(shard_ema=True), shard_optimizer=True) is gathered and
+    written whole, under the unsharded names, by rank 0: call it on every rank."""
     _loom._save_training_state(str(path), _handle(exe))
 
 
 def load_checkpoint(path, exe, strict=True):
     """Restores a state saved by save_checkpoint into a bound step executor; resuming
-    continues bit for bit. Raises FormatError for truncated/corrupt files, names the graph
-    lacks, wrong shapes and (strict) missing state."""
+    continues bit for bit. Sharded EMA or optimizer states take this rank's range of the whole
+    values, so a file of any world size, sharded or not, resumes (every rank loads it).
+    Raises FormatError for truncated/corrupt files, names the graph lacks, wrong shapes and
+    (strict) missing state."""
     _loom._load_training_state(str(path), _handle(exe), bool(strict))
 
 
