@@ -3,6 +3,8 @@
 #include "graph/step_builder.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "graph/infer.h"
@@ -86,6 +88,8 @@ int dist_world(const StepOptions& o) {
     throw Error("make_step: an update-only graph (gradient_suffix) takes no dist options; "
                 "Module reduces its gradients through its kvstore");
   if (d.world_size < 0) throw Error("make_step: dist world_size must be >= 0");
+  if (d.bn_stats != "local" && d.bn_stats != "average")
+    throw Error("make_step: dist bn_stats must be 'local' or 'average', got '" + d.bn_stats + "'");
   return d.world_size > 0 ? d.world_size : dist::init().size();
 }
 
@@ -104,6 +108,76 @@ std::vector<Symbol> allreduce_gradients(const std::vector<Symbol>& acc, const Di
   Symbol node = switched("_loom_allreduce", in, a, last, name, false);
   std::vector<Symbol> out;
   for (int64_t i = n - 1; i >= 0; --i) out.push_back(node[static_cast<size_t>(i)]);
+  return out;
+}
+
+/// Accumulation and allreduce overlapped with backward (DistOptions::overlap): one
+/// `_loom_accumulate` per tensor, so each runs as soon as its gradient exists; a
+/// `_loom_allreduce_plan` over the accumulators (reverse order: the bucket plan of
+/// `_loom_allreduce`, made at bind, and their flat layout); a `_loom_allreduce_start` per tensor
+/// that starts a bucket's non-blocking collective once all its tensors are accumulated; one
+/// `_loom_allreduce_wait` the update reads. Start and wait are switched by `last`. Returns the
+/// reduced accumulators in `params` order.
+std::vector<Symbol> accumulate_overlapped(const std::vector<std::string>& params,
+                                          const std::vector<Symbol>& grads, double scale,
+                                          const Symbol& first, const Symbol& last,
+                                          const DistOptions& d, int world, const std::string& gs) {
+  const auto n = static_cast<int64_t>(params.size());
+  std::vector<Symbol> vars, started;
+  for (const auto& p : params) vars.push_back(state_var(p + "_acc"));
+  std::vector<Symbol> plan_in(vars.rbegin(), vars.rend());
+  Symbol plan = Symbol::Op("_loom_allreduce_plan", plan_in,
+                           {{"num_tensors", inum(n)}, {"world_size", inum(world)},
+                            {"bucket_mb", num(d.bucket_mb)},
+                            {"first_bucket_mb", num(d.first_bucket_mb)}},
+                           "step_allreduce_plan" + gs);
+  for (int64_t i = n - 1; i >= 0; --i) {  // plan order
+    const auto u = static_cast<size_t>(i);
+    Symbol acc = Symbol::Op("_loom_accumulate", {vars[u], grads[u], first},
+                            {{"scale", num(scale)}, {kInplaceAttr, "(0,)"}},
+                            params[u] + "_accumulate");
+    started.push_back(switched("_loom_allreduce_start", {acc, plan},
+                               {{"index", inum(n - 1 - i)}}, last, params[u] + "_allreduce_start"));
+  }
+  std::string alias = "(";
+  for (int64_t i = 0; i < n; ++i) alias += (i ? ", " : "") + inum(i);
+  std::vector<Symbol> wait_in = started;
+  wait_in.push_back(plan);
+  Symbol wait = switched("_loom_allreduce_wait", wait_in,
+                         {{"num_tensors", inum(n)}, {kInplaceAttr, alias + (n == 1 ? ",)" : ")")}},
+                         last, "step_allreduce_wait" + gs, false);
+  std::vector<Symbol> out;
+  for (int64_t i = n - 1; i >= 0; --i) out.push_back(wait[static_cast<size_t>(i)]);
+  return out;
+}
+
+/// DistOptions::bn_stats "average": every float32 aux state of `loss` (BatchNorm's moving
+/// mean and variance) replaced by its mean over the ranks, in place, once per real step after
+/// the update (`when`), by one `_loom_allreduce` node (one bucket; simple_bind lays its
+/// variable inputs out back to back). Returns name -> averaged value (empty without such
+/// states).
+std::map<std::string, Symbol> average_aux(const Symbol& loss, const Symbol& when, int world) {
+  IndexedGraph g(loss.outputs());
+  auto types = infer_types(g, {});
+  auto internals = loss.get_internals();
+  std::vector<std::string> names;
+  std::vector<Symbol> in;
+  for (uint32_t nid : g.aux_states()) {
+    const DType t = types[g.entry_id(nid, 0)];
+    if (t != DType::kFloat32 && t != DType::kUnknown) continue;
+    names.push_back(g.node(nid).node->name());
+    in.push_back(internals[names.back()]);
+  }
+  std::map<std::string, Symbol> out;
+  if (in.empty()) return out;
+  const auto n = static_cast<int64_t>(in.size());
+  std::string alias = "(";
+  for (int64_t i = 0; i < n; ++i) alias += (i ? ", " : "") + inum(i);
+  Attrs a{{"num_tensors", inum(n)}, {"world_size", inum(world)}, {"scale", num(1.0 / world)},
+          {"bucket_mb", "1e9"}, {"first_bucket_mb", "1e9"},
+          {kInplaceAttr, alias + (n == 1 ? ",)" : ")")}};
+  Symbol node = switched("_loom_allreduce", in, a, when, "step_bn_stats_average", false);
+  for (size_t i = 0; i < names.size(); ++i) out.emplace(names[i], node[i]);
   return out;
 }
 
@@ -410,14 +484,20 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
     if (update_only) {
       for (size_t i : idx) acc.push_back(grads[i]);
     } else {
-      std::vector<std::vector<Symbol>> acc_in;
-      for (size_t i : idx) acc_in.push_back({state_var(params[i] + "_acc"), grads[i], first});
       // The mean over k micro-steps and N ranks is one scale, 1/(k*N), before the sum.
-      acc = emit("_loom_accumulate", acc_in,
-                 {{"scale", num(o.grad_mean ? 1.0 / (static_cast<double>(k) * world) : 1.0)}},
-                 nullptr, nullptr, true, names("_accumulate"), "step_accumulate" + gs);
-      if (o.dist && !shard_opt)
-        acc = allreduce_gradients(acc, *o.dist, world, last, "step_allreduce" + gs);
+      const double scale = o.grad_mean ? 1.0 / (static_cast<double>(k) * world) : 1.0;
+      if (o.dist && !shard_opt && o.dist->overlap) {
+        std::vector<Symbol> g;
+        for (size_t i : idx) g.push_back(grads[i]);
+        acc = accumulate_overlapped(names(""), g, scale, first, last, *o.dist, world, gs);
+      } else {
+        std::vector<std::vector<Symbol>> acc_in;
+        for (size_t i : idx) acc_in.push_back({state_var(params[i] + "_acc"), grads[i], first});
+        acc = emit("_loom_accumulate", acc_in, {{"scale", num(scale)}}, nullptr, nullptr, true,
+                   names("_accumulate"), "step_accumulate" + gs);
+        if (o.dist && !shard_opt)
+          acc = allreduce_gradients(acc, *o.dist, world, last, "step_allreduce" + gs);
+      }
     }
 
     if (shard_opt) {  // reduced and updated after the loop, all groups in one pass
@@ -511,6 +591,23 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
       }
   }
 
+  // `last` after every update (which follows every gradient, so every BatchNorm backward that
+  // updates moving statistics): switches what reads or writes the aux states.
+  std::optional<Symbol> after_update;
+  auto last_after_update = [&] {
+    if (!after_update) {
+      std::vector<Symbol> deps = {last};
+      for (const auto& nw : new_weights) deps.push_back(nw.second);
+      after_update = Symbol::Op("_loom_after", deps, {}, "step_last_after_update");
+    }
+    return *after_update;
+  };
+  std::map<std::string, Symbol> aux_avg;  // bn_stats "average": aux name -> averaged value
+  if (o.dist && o.dist->bn_stats == "average") {
+    aux_avg = average_aux(loss, last_after_update(), world);
+    if (!aux_avg.empty()) heads.push_back(aux_avg.begin()->second);
+  }
+
   // Model EMA on the last micro-step, reading the updated weights.
   if (o.ema) {
     const EmaOptions& e = *o.ema;
@@ -542,17 +639,15 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
     if (e.include_aux) {
       // BatchNorm updates its moving statistics in backward: the aux EMA runs after every
       // update (which follows every gradient), switched by `last` passed through a barrier.
-      std::vector<Symbol> deps = {last};
-      for (const auto& nw : new_weights) deps.push_back(nw.second);
-      Symbol last_after = Symbol::Op("_loom_after", deps, {}, "step_last_after_update");
+      Symbol last_after = last_after_update();
       IndexedGraph g(loss.outputs());
       auto types = infer_types(g, {});
       std::vector<std::pair<std::string, Symbol>> avg;
       for (uint32_t nid : g.aux_states()) {
         const std::string& n = g.node(nid).node->name();
         DType t = types[g.entry_id(nid, 0)];
-        if (t == DType::kFloat32 || t == DType::kUnknown)
-          avg.emplace_back(n, var(n));
+        if (t == DType::kFloat32 || t == DType::kUnknown)  // the averaged value with bn_stats
+          avg.emplace_back(n, aux_avg.count(n) ? aux_avg.at(n) : var(n));
         else  // integer (or other) states are copied, never averaged
           heads.push_back(switched("_loom_copy_state", {Symbol::Variable(n + "_ema"), var(n)}, {},
                                    last_after, n + "_ema_copy"));

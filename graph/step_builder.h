@@ -114,6 +114,15 @@ struct DistOptions {
   /// unsharded names (`opt:p_mom`, ...), set_training_state takes this rank's range. The
   /// accumulators `p_acc` keep this rank's own (unreduced) sum.
   bool shard_optimizer = false;
+  /// Each bucket's allreduce starts as soon as its gradients are accumulated, overlapped with
+  /// the rest of backward (per-tensor accumulation, `_loom_allreduce_plan` / `_start` /
+  /// `_wait`: ops/dist/allreduce_overlap.cc); false: one blocking `_loom_allreduce` after the
+  /// whole accumulation. Both give bit-identical results.
+  bool overlap = true;
+  /// BatchNorm statistics (every float32 aux state): "local" (each rank keeps its own) or
+  /// "average" (replaced by their mean over ranks once per real step, after the update: one
+  /// `_loom_allreduce`).
+  std::string bn_stats = "local";
   /// The job's size, baked into the gradient scale (bind refuses another); 0: the process's
   /// communicator (loom::dist::init()).
   int world_size = 0;

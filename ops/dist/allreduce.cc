@@ -148,6 +148,13 @@ LOOM_REGISTER_OP("_loom_allreduce")
       for (int i = 0; i < a.param<AllreduceParam>().num_tensors; ++i) v.emplace_back(i, i);
       return v;
     })
+    // Variables reduced directly (the BatchNorm statistics of bn_stats "average") are laid
+    // out back to back by simple_bind: one collective. Gradient inputs are node outputs.
+    .contiguous([](const OpAttrs& a) {
+      std::vector<int> all;
+      for (int i = 0; i < a.param<AllreduceParam>().num_tensors; ++i) all.push_back(i);
+      return std::vector<std::vector<int>>{all};
+    })
     .zero_grad()
     .cpu<AllreduceKernel>()
     .sample({.attrs = {{"num_tensors", "3"}, {"first_bucket_mb", "0.0001"}},

@@ -16,7 +16,10 @@ namespace {
 
 // Ops that cannot be driven from static samples (they need a registered custom class).
 // _loom_gradients is expanded by the graph pass and has no kernel (tested in test_executor).
-const std::set<std::string> kNoSampleOps = {"Custom", "_loom_gradients"};
+// The overlapped allreduce's start and wait nodes need their plan node's live handle (they
+// only run together in a data-parallel step graph: tests/dist/dist_overlap.py).
+const std::set<std::string> kNoSampleOps = {"Custom", "_loom_gradients", "_loom_allreduce_plan",
+                                            "_loom_allreduce_start", "_loom_allreduce_wait"};
 
 NDArray make_input(const Shape& s, const std::string& kind, std::mt19937& rng) {
   NDArray a(s);

@@ -167,12 +167,24 @@ class DataParallel:
 
     The step graph reduces the accumulated gradients over the job's ranks once per real step
     (on the last micro-step), in buckets taken in reverse topological order: the first of
-    ``first_bucket_mb`` MiB, then ``bucket_mb`` MiB each, one collective per bucket (blocking:
-    no overlap with backward yet). With ``grad_mean`` the gradients are averaged over ranks as
-    over micro-steps. The first call broadcasts rank 0's weights and states, after every rank
-    checked at bind that all ranks have the same graph, shapes and bucket plan. BatchNorm
-    statistics stay per rank. The graph is built for the world size of ``init()`` (called
-    here); binding it in a job of another size is refused.
+    ``first_bucket_mb`` MiB, then ``bucket_mb`` MiB each, one collective per bucket. With
+    ``grad_mean`` the gradients are averaged over ranks as over micro-steps. The first call
+    broadcasts rank 0's weights and states, after every rank checked at bind that all ranks
+    have the same graph, shapes and bucket plan. The graph is built for the world size of
+    ``init()`` (called here); binding it in a job of another size is refused.
+
+    ``overlap`` (default True): each gradient is accumulated as soon as backward writes it,
+    and each bucket's allreduce starts (non-blocking) as soon as its last gradient is
+    accumulated, while backward goes on; the update waits for them. False: one blocking
+    allreduce per bucket after the whole backward. Both give bit-identical weights and states
+    (the same buckets, the same reductions). ``shard_optimizer`` ignores it (its
+    reduce-scatter runs after backward).
+
+    ``bn_stats``: 'local' (default) keeps each rank's BatchNorm moving statistics (every
+    float32 auxiliary state), computed on its own micro-batches, as one process would on its
+    batch, at no communication cost; 'average' replaces them on every rank by their mean over
+    ranks once per real step, after the update (one allreduce of all statistics), so all ranks
+    evaluate alike and the statistics see every rank's data.
 
     ``shard_ema`` (ZeRO-1 style): rank r of N keeps and updates the EMA of only its
     contiguous 1/N range of the trained weights' concatenation (aux state
@@ -197,18 +209,23 @@ class DataParallel:
     unsharded jobs of any size. Combined with ``shard_ema`` the EMA reads the freshly
     all-gathered weights' own range."""
 
-    def __init__(self, bucket_mb=25, first_bucket_mb=1, shard_ema=False, shard_optimizer=False):
+    def __init__(self, bucket_mb=25, first_bucket_mb=1, shard_ema=False, shard_optimizer=False,
+                 overlap=True, bn_stats="local"):
         if bucket_mb <= 0 or first_bucket_mb <= 0:
             raise ValueError("DataParallel: bucket_mb and first_bucket_mb must be > 0")
+        if bn_stats not in ("local", "average"):
+            raise ValueError("DataParallel: bn_stats must be 'local' or 'average', got %r" % (bn_stats,))
         self.bucket_mb, self.first_bucket_mb = float(bucket_mb), float(first_bucket_mb)
         self.shard_ema, self.shard_optimizer = bool(shard_ema), bool(shard_optimizer)
+        self.overlap, self.bn_stats = bool(overlap), bn_stats
 
     def _spec(self):
         init()
         return {"bucket_mb": self.bucket_mb, "first_bucket_mb": self.first_bucket_mb,
                 "shard_ema": self.shard_ema, "shard_optimizer": self.shard_optimizer,
-                "world_size": size()}
+                "overlap": self.overlap, "bn_stats": self.bn_stats, "world_size": size()}
 
     def __repr__(self):
-        return "DataParallel(bucket_mb=%g, first_bucket_mb=%g, shard_ema=%r, shard_optimizer=%r)" % (
-            self.bucket_mb, self.first_bucket_mb, self.shard_ema, self.shard_optimizer)
+        return ("DataParallel(bucket_mb=%g, first_bucket_mb=%g, shard_ema=%r, shard_optimizer=%r, "
+                "overlap=%r, bn_stats=%r)" % (self.bucket_mb, self.first_bucket_mb, self.shard_ema,
+                                              self.shard_optimizer, self.overlap, self.bn_stats))

@@ -73,6 +73,8 @@ DistOptions dist_from(const py::dict& d) {
   take(d, "first_bucket_mb", o.first_bucket_mb);
   take(d, "shard_ema", o.shard_ema);
   take(d, "shard_optimizer", o.shard_optimizer);
+  take(d, "overlap", o.overlap);
+  take(d, "bn_stats", o.bn_stats);
   take(d, "world_size", o.world_size);
   return o;
 }
