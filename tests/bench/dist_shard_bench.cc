@@ -67,8 +67,6 @@ double timed(Executor& e) {
   return worst;
 }
 
-std::string tensors_attr(size_t n) { return std::to_string(n); }
-
 void fill(Executor& e, const std::string& name, float v) {
   for (size_t i = 0; i < e.arg_names().size(); ++i)
     if (e.arg_names()[i] == name) e.arg_arrays()[i].fill(v);
@@ -93,7 +91,7 @@ int main(int argc, char** argv) {
     bind_shapes[p] = shapes[i];
     bind_shapes[p + "_grad"] = shapes[i];
   }
-  const std::string ws = std::to_string(world), nt = tensors_attr(n);
+  const std::string ws = std::to_string(world), nt = std::to_string(n);
   const Attrs adam{{"lr", "0.001"}, {"wd", "0.0001"}};
   auto inplace_of = [&](size_t m) {
     std::string t = "(";

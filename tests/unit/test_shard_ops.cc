@@ -2,6 +2,8 @@
 // a job of one rank, where the padded buffer is the plain concatenation of the tensors and the
 // own range is all of it; the formulas are written out from the ops' headers (sgd_mom_update,
 // lamb_update_phase2) in double. The 2-rank behaviour is tests/dist/dist_shard_opt.py.
+#include <gtest/gtest.h>
+
 #include <cmath>
 
 #include "ops/float_tuple.h"
@@ -82,6 +84,41 @@ LOOM_OP_REFERENCE("_loom_shard_update", [](const test::RefCall& c) {
   }
   return std::vector<NDArray>{y};
 });
+
+// Bad attributes are refused when the node is made, naming what is wrong.
+TEST(ShardOps, BadUpdateAttributes) {
+  const OpDef& op = get_op("_loom_shard_update");
+  auto error = [&](Attrs a) {
+    try {
+      make_op_attrs(op, "upd", std::move(a));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const Attrs base{{"op", "sgd_mom_update"}, {"num_tensors", "2"},
+                   {"world_size", "2"},      {"lr", "0.1"},
+                   {"lr_input", "True"},     {"scalars", "group"}};
+  EXPECT_EQ(error(base), "accepted");
+  Attrs a = base;
+  a["op"] = "exp";
+  EXPECT_NE(error(a).find("'exp' is not an element-wise update op"), std::string::npos) << error(a);
+  a = base;
+  a["scalars"] = "group, shared";
+  EXPECT_NE(error(a).find("scalars gives 2 kinds"), std::string::npos) << error(a);
+  a = base;
+  a["scalars"] = "per_rank";
+  EXPECT_NE(error(a).find("unknown kind 'per_rank'"), std::string::npos) << error(a);
+  a = base;
+  a["groups"] = "(0, 1)";
+  EXPECT_NE(error(a).find("names group 1 of 1"), std::string::npos) << error(a);
+  a = base;
+  a["wds"] = "(0.1,)";
+  EXPECT_NE(error(a).find("wds has 1 values for 2 tensors"), std::string::npos) << error(a);
+  a = base;
+  a.erase("world_size");
+  EXPECT_NE(error(a).find("world_size"), std::string::npos) << error(a);
+}
 
 }  // namespace
 }  // namespace loom
