@@ -6,11 +6,15 @@
 //   g++ -O2 -fopenmp conv_onednn.cc -ldnnl -o conv26
 //   g++ -O2 -fopenmp -I$V/include conv_onednn.cc -L$V/lib -Wl,-rpath,$V/lib -ldnnl -o conv32
 //
-//   convNN BATCH [SECONDS_PER_LAYER]  ->  one line per layer (ms, implementation), total
+//   convNN BATCH [SECONDS_PER_LAYER [LAYOUT [ALGO]]]  ->  one line per layer (ms,
+//   implementation), total. LAYOUT of the activations: any (oneDNN's choice, default),
+//   blocked (nChw16c with AVX-512, nChw8c below: Loom's layout plan), nhwc; ALGO: direct
+//   (default) or wino (Winograd where oneDNN has it, else direct).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
@@ -47,6 +51,8 @@ int main(int argc, char** argv) {
   }
   const int n = std::atoi(argv[1]);
   const double seconds = argc > 2 ? std::atof(argv[2]) : 0.3;
+  const char* layout = argc > 3 ? argv[3] : "any";
+  const bool wino = argc > 4 && std::strcmp(argv[4], "wino") == 0;
   engine eng(engine::kind::cpu, 0);
   stream strm(eng);
   const auto* v = dnnl_version();
@@ -56,20 +62,33 @@ int main(int argc, char** argv) {
     const int o = (l.hw + 2 * l.pad - l.r) / l.stride + 1;
     using tag = memory::format_tag;
     using dt = memory::data_type;
-    memory::desc src({n, l.c, l.hw, l.hw}, dt::f32, tag::any);
+    tag act = tag::any;
+    if (std::strcmp(layout, "nhwc") == 0) act = tag::nhwc;
+    // The blocked layout needs whole blocks: the RGB stem stays oneDNN's choice.
+    const bool avx512 = dnnl::get_effective_cpu_isa() >= cpu_isa::avx512_core;
+    if (std::strcmp(layout, "blocked") == 0) act = avx512 ? tag::nChw16c : tag::nChw8c;
+    memory::desc src({n, l.c, l.hw, l.hw}, dt::f32, l.c % 8 ? tag::any : act);
     memory::desc w({l.k, l.c, l.r, l.r}, dt::f32, tag::any);
     memory::desc b({l.k}, dt::f32, tag::x);
-    memory::desc dst({n, l.k, o, o}, dt::f32, tag::any);
+    memory::desc dst({n, l.k, o, o}, dt::f32, act);
     memory::dims strides{l.stride, l.stride}, pad{l.pad, l.pad};
+    auto make = [&](algorithm algo) {
 #if DNNL_VERSION_MAJOR >= 3
-    convolution_forward::primitive_desc pd(eng, prop_kind::forward_inference,
-                                           algorithm::convolution_direct, src, w, b, dst,
-                                           strides, pad, pad);
+      return convolution_forward::primitive_desc(eng, prop_kind::forward_inference, algo, src, w,
+                                                 b, dst, strides, pad, pad);
 #else
-    convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct,
-                                src, w, b, dst, strides, pad, pad);
-    convolution_forward::primitive_desc pd(d, eng);
+      convolution_forward::desc d(prop_kind::forward_inference, algo, src, w, b, dst, strides, pad,
+                                  pad);
+      return convolution_forward::primitive_desc(d, eng);
 #endif
+    };
+    convolution_forward::primitive_desc pd;
+    try {
+      pd = make(wino && l.r == 3 && l.stride == 1 ? algorithm::convolution_winograd
+                                                  : algorithm::convolution_direct);
+    } catch (const dnnl::error&) {
+      pd = make(algorithm::convolution_direct);
+    }
     convolution_forward conv(pd);
     auto ms = filled(pd.src_desc(), eng), mw = filled(pd.weights_desc(), eng),
          mb = filled(b, eng), md = filled(pd.dst_desc(), eng);
@@ -89,8 +108,9 @@ int main(int argc, char** argv) {
     std::sort(t.begin(), t.end());
     double med = t[t.size() / 2];
     total += med * l.count;
-    std::printf("  c%-3d %3dx%-3d k%-3d %dx%d s%d x%d  %8.3f ms  %s\n", l.c, l.hw, l.hw, l.k, l.r,
-                l.r, l.stride, l.count, med, pd.impl_info_str());
+    std::printf("  c%-3d %3dx%-3d k%-3d %dx%d s%d x%d  %8.3f ms  %s  scratch %.1f MB\n", l.c, l.hw,
+                l.hw, l.k, l.r, l.r, l.stride, l.count, med, pd.impl_info_str(),
+                static_cast<double>(pd.scratchpad_desc().get_size()) / (1 << 20));
   }
   std::printf("total %.3f ms\n", total);
   return 0;
