@@ -222,14 +222,19 @@ class LeakyKernel final : public Kernel {
         const int64_t base = (n * nb + cb) * run;
         const float* xs = x + base;
         float* ys = y + base;
+        // omp simd: in place (xs == ys) defeats the compiler's overlap check, which would
+        // leave a scalar loop with a branch per element (mispredicted on random signs).
         if (B == 1) {
           const float a = sl[0];
+#pragma omp simd
           for (int64_t i = 0; i < run; ++i) ys[i] = xs[i] > 0 ? xs[i] : a * xs[i];
         } else if (B == 16) {
           for (int64_t i = 0; i < run; i += 16)
+#pragma omp simd
             for (int j = 0; j < 16; ++j) ys[i + j] = xs[i + j] > 0 ? xs[i + j] : sl[j] * xs[i + j];
         } else {
           for (int64_t i = 0; i < run; i += B)
+#pragma omp simd
             for (int64_t j = 0; j < B; ++j) ys[i + j] = xs[i + j] > 0 ? xs[i + j] : sl[j] * xs[i + j];
         }
       }
