@@ -7,9 +7,10 @@ step graph on the concatenated batch (each micro-batch of N*b rows, rank r takin
 [r*b, (r+1)*b)), and the unsharded data-parallel step of the same job. After every micro-step
 the sharded job's weights and its optimizer state, gathered by save_checkpoint under the
 unsharded names (p_mom, p_mean, p_var), must equal both within float32 rounding of the
-reduction order; with one rank the element-wise optimizers (SGD with momentum, Adam) equal the
-unsharded step bit for bit (same kernels on the same elements), and LAMB within the rounding
-of its norms (partial sums in double). Checked for SGD with momentum, Adam and LAMB, k = 1 and
+reduction order. With one or two ranks the element-wise optimizers equal the unsharded job bit
+for bit: the same kernels run on the same elements, and a sum over two ranks is one addition
+whatever collective computes it (reduce-scatter here, allreduce there). LAMB differs by the
+rounding of its norms (partial sums in double, then an allreduce). Checked for SGD with momentum, Adam and LAMB, k = 1 and
 3, one lr_mult group and two; also combined with the sharded EMA; and NAG, AdamW (with
 clip_gradient) and centered RMSProp at k = 1. Also: each rank's resident
 optimizer state is one (ceil(T/N),) array per state kind and no per-parameter state exists;
@@ -180,7 +181,8 @@ def check(opt, k, files, ema=None, lr_mult=False):
         st = no_acc(saved(exe, files.path("s")))
         st_plain = no_acc(saved(plain, files.path("p"), every_rank=False))
         st_one = no_acc(saved(one, files.path("o"), every_rank=False))
-        close(st, st_plain, where + " vs the unsharded job", exact=(n == 1 and opt != "lamb"))
+        # Bit for bit up to two ranks (see the module doc); LAMB's norms round differently.
+        close(st, st_plain, where + " vs the unsharded job", exact=(n <= 2 and opt != "lamb"))
         close(st, st_one, where + " vs one process")
         for p in PARAMS:  # the checkpoint holds the live weights
             assert np.array_equal(st["arg:" + p], exe.arg_dict[p].asnumpy()), (where, p)
