@@ -14,7 +14,8 @@
 //       has arrived, the bucket's non-blocking allreduce starts, in place, so buckets start in
 //       the same order on every rank whatever order backward produces gradients in. It also
 //       tests the collectives in flight: Open MPI progresses a non-blocking collective only
-//       inside MPI calls, and these nodes run between backward's nodes.
+//       inside MPI calls, and these nodes run between backward's nodes
+//       (LOOM_DIST_OVERLAP_TEST=0 leaves all progress to the wait, for measurements).
 //   _loom_allreduce_wait(acc0..accN-1, handle) -> acc0..accN-1 (in place)
 //       Waits for every bucket (bounded by LOOM_DIST_TIMEOUT_S); the optimizer update reads
 //       its outputs. Depending on every gradient, it runs after the whole backward.
@@ -23,8 +24,14 @@
 // plan node runs on every call (it only writes the handle).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
@@ -67,6 +74,70 @@ struct WaitParam {
 const auto kWaitSchema = ParamSchema<WaitParam>().required(
     "num_tensors", &WaitParam::num_tensors, "Number of tensors (the plan's).");
 
+/// The experiment LOOM_DIST_OVERLAP_THREAD=1: buckets reduced by MPI's blocking allreduce on a
+/// communication thread, in the order they were pushed. Between the first push and wait_all()
+/// the executor's thread makes no MPI call (MPI_THREAD_SERIALIZED holds).
+class CommThread {
+ public:
+  struct Run {
+    void* data;
+    size_t count;
+    DType dtype;
+  };
+  explicit CommThread(dist::Communicator& comm) : comm_(comm), thread_([this] { loop(); }) {}
+  ~CommThread() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void push(Run r) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      queue_.push_back(r);
+    }
+    cv_.notify_all();
+  }
+  /// Returns once every pushed run is reduced; rethrows the first failure.
+  void wait_all() {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(m_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      Run r = queue_.front();
+      busy_ = true;
+      lock.unlock();
+      try {
+        comm_.allreduce(r.data, r.data, r.count, r.dtype);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(m_);
+        if (!error_) error_ = std::current_exception();
+      }
+      lock.lock();
+      queue_.pop_front();
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+
+  dist::Communicator& comm_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<Run> queue_;
+  bool busy_ = false, stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
 /// One plan node's buckets and the state of the current call's collectives.
 class Plan {
  public:
@@ -78,6 +149,9 @@ class Plan {
       for (size_t i : buckets_[b]) bucket_of_[i] = b;
     missing_.assign(buckets_.size(), 0);
     reset();
+    const char* th = std::getenv("LOOM_DIST_OVERLAP_THREAD");
+    if (comm_.size() > 1 && th && std::string(th) == "1")
+      thread_ = std::make_unique<CommThread>(comm_);
   }
 
   const std::string& where() const { return where_; }
@@ -92,7 +166,7 @@ class Plan {
     arrived_[i] = a;
     --missing_[bucket_of_[i]];
     while (next_ < buckets_.size() && missing_[next_] == 0) start(next_++);
-    progress();
+    if (test_in_flight_) progress();
   }
 
   /// Waits for every collective of this call, then forgets them.
@@ -105,7 +179,11 @@ class Plan {
       throw dist::DistError(where_ + ": the wait ran before tensors " + absent +
                             " were started (their _loom_allreduce_start nodes did not run)");
     }
+    const auto t0 = std::chrono::steady_clock::now();
     for (auto& r : requests_) r->wait();
+    if (thread_) thread_->wait_all();
+    comm_.add_exposed(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     reset();
   }
 
@@ -143,7 +221,10 @@ class Plan {
         end = x.offset() + x.nbytes();
       }
       void* p = t[s]->raw();
-      requests_.push_back(comm_.iallreduce(p, p, (end - begin) / esz, dt));
+      if (thread_)
+        thread_->push({p, (end - begin) / esz, dt});
+      else
+        requests_.push_back(comm_.iallreduce(p, p, (end - begin) / esz, dt));
       s = e;
     }
   }
@@ -156,6 +237,8 @@ class Plan {
   std::vector<size_t> missing_;   ///< per bucket, tensors not arrived yet
   size_t next_ = 0;               ///< the next bucket to start
   std::vector<std::unique_ptr<dist::Request>> requests_;
+  bool test_in_flight_ = !env_off("LOOM_DIST_OVERLAP_TEST");
+  std::unique_ptr<CommThread> thread_;
 };
 
 // Plans by handle. A handle travels through the graph as a float32 value (exact below 2^24).

@@ -31,6 +31,9 @@ enum class ReduceOp { kSum, kAverage };
 struct CommStats {
   uint64_t allreduce = 0, reduce_scatter = 0, all_gather = 0, broadcast = 0, barrier = 0;
   uint64_t bytes = 0;
+  /// Seconds step-graph nodes spent blocked in collectives: `_loom_allreduce` nodes and the
+  /// overlapped `_loom_allreduce_wait` (communication that backward did not hide).
+  double exposed_s = 0;
   uint64_t collectives() const {
     return allreduce + reduce_scatter + all_gather + broadcast + barrier;
   }
@@ -110,6 +113,8 @@ class Communicator {
 
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = CommStats{}; }
+  /// Adds to CommStats::exposed_s.
+  void add_exposed(double seconds) { stats_.exposed_s += seconds; }
   /// Seconds a collective may take (LOOM_DIST_TIMEOUT_S, default 300; 0 = no limit): then
   /// Request::wait() throws DistError, and a blocking MPI call, which cannot be interrupted,
   /// aborts the job with a message naming the collective and rank.

@@ -149,7 +149,9 @@ def check_same(tag, data):
 
 def stats():
     """Counts of the collectives issued so far (allreduce, reduce_scatter, all_gather,
-    broadcast, barrier, collectives) and the bytes this rank contributed."""
+    broadcast, barrier, collectives), the bytes this rank contributed, and ``exposed_s``: the
+    seconds step graphs spent blocked in their allreduce nodes (``_loom_allreduce``, or the
+    wait of an overlapped step), i.e. communication backward did not hide."""
     return dict(_loom.dist_stats())
 
 

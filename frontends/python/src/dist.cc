@@ -130,6 +130,7 @@ void init_dist(py::module_& m) {
     d["barrier"] = s.barrier;
     d["collectives"] = s.collectives();
     d["bytes"] = s.bytes;
+    d["exposed_s"] = s.exposed_s;
     return d;
   });
   m.def("dist_reset_stats", [] { with_world([](dist::Communicator& c) { c.reset_stats(); }); });
