@@ -10,11 +10,11 @@ unsharded names (p_mom, p_mean, p_var), must equal both within float32 rounding 
 reduction order. With one or two ranks the element-wise optimizers equal the unsharded job bit
 for bit: the same kernels run on the same elements, and a sum over two ranks is one addition
 whatever collective computes it (reduce-scatter here, allreduce there). LAMB differs by the
-rounding of its norms (partial sums in double, then an allreduce). Checked for SGD with momentum, Adam and LAMB, k = 1 and
-3, one lr_mult group and two; also combined with the sharded EMA; and NAG, AdamW (with
-clip_gradient) and centered RMSProp at k = 1. Also: each rank's resident
-optimizer state is one (ceil(T/N),) array per state kind and no per-parameter state exists;
-weights are bit-identical on every rank; ranks other than 0 start from other weights and
+rounding of its norms (partial sums in double, then an allreduce). Checked for SGD with
+momentum, Adam and LAMB, k = 1 and 3, one lr_mult group and two; also combined with the
+sharded EMA; and NAG, AdamW (with clip_gradient) and centered RMSProp at k = 1. Also: each
+rank's resident optimizer state is one (ceil(T/N),) array per state kind and no per-parameter
+state exists; weights are bit-identical on every rank; ranks other than 0 start from other weights and
 still train from rank 0's; collectives only on real steps (one reduce-scatter, one all-gather,
 and for LAMB one allreduce of the norms); a checkpoint written by the sharded N-rank job resumes
 as ONE process, and one written by one process resumes the sharded N-rank job, each giving the
@@ -37,7 +37,8 @@ def mlp(lr_mult=False):
     w = mx.sym.Variable("fc2_weight", lr_mult=0.5) if lr_mult else None
     h = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=16, name="fc1")
     h = mx.sym.Activation(h, act_type="tanh", name="act")
-    h = mx.sym.FullyConnected(h, num_hidden=3, name="fc2", **({"weight": w} if w is not None else {}))
+    extra = {"weight": w} if w is not None else {}
+    h = mx.sym.FullyConnected(h, num_hidden=3, name="fc2", **extra)
     return mx.sym.SoftmaxOutput(h, normalization="batch", name="softmax")
 
 
@@ -103,7 +104,8 @@ def close(got, want, where, exact=False):
             assert np.array_equal(got[k], want[k]), "%s: %s differs (max |diff| %g)" % (
                 where, k, np.max(np.abs(got[k] - want[k])))
         else:
-            np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6, err_msg=where + " " + k)
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6,
+                                       err_msg=where + " " + k)
 
 
 def data(k, n, steps):
@@ -146,8 +148,8 @@ def no_acc(state):
 def check(opt, k, files, ema=None, lr_mult=False):
     r, n = mx.dist.rank(), mx.dist.size()
     x, y = data(k, n, REAL)
-    tag = "%s k=%d%s%s rank %d of %d" % (opt, k, " ema" if ema else "", " lr_mult" if lr_mult else "",
-                                         r, n)
+    tag = "%s k=%d%s%s rank %d of %d" % (opt, k, " ema" if ema else "",
+                                         " lr_mult" if lr_mult else "", r, n)
     one = bind_one(opt, k, ema, lr_mult)
     _, plain = bind_dp(opt, k, False, ema, False, lr_mult)
     step, exe = bind_dp(opt, k, True, ema, ema is not None, lr_mult)
@@ -157,7 +159,8 @@ def check(opt, k, files, ema=None, lr_mult=False):
     kinds = mx.train.state_kinds(step)
     for s in STATES[opt]:
         a = exe.aux_dict["step_opt_shard_" + s]
-        assert a.shape == (-(-total // n),) and kinds["step_opt_shard_" + s] == "opt", (tag, s, a.shape)
+        assert a.shape == (-(-total // n),), (tag, s, a.shape)
+        assert kinds["step_opt_shard_" + s] == "opt", (tag, s)
     resident = sum(v.size for name, v in exe.aux_dict.items() if kinds.get(name) == "opt")
     whole = sum(plain.aux_dict[p + "_" + s].size for p in PARAMS for s in STATES[opt])
     assert whole == len(STATES[opt]) * total, (tag, whole)
@@ -173,7 +176,8 @@ def check(opt, k, files, ema=None, lr_mult=False):
         before = mx.dist.stats()
         exe.forward(is_train=True, data=x[rows(m, r, n)], softmax_label=y[rows(m, r, n)])
         after = mx.dist.stats()
-        got = {c: after[c] - before[c] for c in ("allreduce", "reduce_scatter", "all_gather", "barrier")}
+        got = {c: after[c] - before[c]
+               for c in ("allreduce", "reduce_scatter", "all_gather", "barrier")}
         want = {"allreduce": int(last and opt == "lamb"), "reduce_scatter": int(last),
                 "all_gather": int(last), "barrier": 0}
         assert got == want, "%s micro-step %d: collectives %s, expected %s" % (tag, m, got, want)
