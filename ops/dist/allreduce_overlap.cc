@@ -164,6 +164,7 @@ class Plan {
                             std::to_string(i) + " of " + where_ +
                             " arrived twice in one call (a wait node did not run)");
     arrived_[i] = a;
+    dirty_ = true;
     --missing_[bucket_of_[i]];
     while (next_ < buckets_.size() && missing_[next_] == 0) start(next_++);
     if (test_in_flight_) progress();
@@ -187,6 +188,15 @@ class Plan {
     reset();
   }
 
+  /// A new call begins (the plan node runs first): if the last call ended between a start
+  /// and its wait (an exception), its collectives are completed and forgotten.
+  void begin_call() {
+    if (!dirty_) return;
+    for (auto& r : requests_) r->wait();
+    if (thread_) thread_->wait_all();
+    reset();
+  }
+
   /// Drives the collectives in flight (MPI progresses them inside its calls).
   void progress() {
     for (auto& r : requests_) r->test();
@@ -197,6 +207,7 @@ class Plan {
     for (auto& a : arrived_) a = NDArray();
     for (size_t b = 0; b < buckets_.size(); ++b) missing_[b] = buckets_[b].size();
     next_ = 0;
+    dirty_ = false;
     requests_.clear();
   }
 
@@ -236,6 +247,7 @@ class Plan {
   std::vector<NDArray> arrived_;  ///< this call's arrays, none until arrived
   std::vector<size_t> missing_;   ///< per bucket, tensors not arrived yet
   size_t next_ = 0;               ///< the next bucket to start
+  bool dirty_ = false;            ///< something arrived since the last reset
   std::vector<std::unique_ptr<dist::Request>> requests_;
   bool test_in_flight_ = !env_off("LOOM_DIST_OVERLAP_TEST");
   std::unique_ptr<CommThread> thread_;
@@ -305,6 +317,7 @@ class PlanKernel final : public Kernel {
 
   void forward(const OpContext&, std::span<const NDArray>, std::span<const Req> req,
                std::span<const NDArray> out) override {
+    plan_->begin_call();
     if (req[0] != Req::kNull) out[0].fill(static_cast<double>(handle_));
   }
 
