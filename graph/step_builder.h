@@ -20,7 +20,8 @@
 // All of them start at zero (simple_bind zero-fills), which is their correct initial value.
 //
 // Heads of the step symbol: the loss outputs first, then the update and EMA outputs (those
-// alias the weights and shadows; they keep the update nodes in the graph), and with
+// alias the weights and shadows; they keep the update nodes in the graph), with
+// DistOptions::bn_stats "average" one output of the statistics' allreduce, and with
 // StepOptions::dist last the (1,) output of the first-call broadcast.
 #pragma once
 
