@@ -217,15 +217,26 @@ class ConvKernel final : public nn::WeightedLayerKernel {
         break;
     }
     attr.set_post_ops(po);
-    // Inference primitives first; some (f32 Winograd 2x3) want weight formats no reorder
-    // makes, then the training forward's implementation serves.
+    // Inference primitives first (the weights are only ever reordered into their layout, so
+    // f32 Winograd 2x3's format serves too), then the training forward's implementation.
+    // A 3x3 layer the forward runs direct (maps too small for Winograd's 4x3 tiles) first
+    // tries oneDNN's inference-only Winograd 2x3 kernel (LOOM_CONV_WINOGRAD_INFER=0: not).
+    const bool wino_infer = !env_off("LOOM_CONV_WINOGRAD_INFER");
+    std::vector<algorithm> algos{algo_};
+    if (algo_ == algorithm::convolution_direct && winograd_shape() && dnnl_util::has_winograd() &&
+        !env_off("LOOM_CONV_WINOGRAD") && wino_infer)
+      algos.insert(algos.begin(), algorithm::convolution_winograd);
+    for (auto algo : algos)
     for (auto prop : {prop_kind::forward_inference, prop_kind::forward_training}) {
       try {
-        convolution_forward::desc d(prop, algo_, layer_->fwd_src_desc(), dnnl_util::any_md(wdims_),
+        convolution_forward::desc d(prop, algo, layer_->fwd_src_desc(), dnnl_util::any_md(wdims_),
                                     dnnl_util::plain_md({p_.num_filter}), layer_->fwd_dst_desc(),
                                     strides_, dilates_, pad_, pad_);
         convolution_forward::primitive_desc pd(d, attr, dnnl_util::engine());
-        if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) continue;
+        const std::string impl = pd.impl_info_str();
+        if (impl.find("ref") != std::string::npos) continue;
+        const bool is_2x3 = impl.find("wino_2x3") != std::string::npos;
+        if ((algo != algo_ && !is_2x3) || (is_2x3 && !wino_infer)) continue;
         if (!layer_->enable_post_ops(pd, dnnl_util::plain_md(wdims_), ops)) return false;
       } catch (const dnnl::error&) {
         continue;
@@ -254,11 +265,17 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   // (AVX-512 in oneDNN 2.x); elsewhere direct. LOOM_CONV_WINOGRAD=0 turns it off.
   bool use_winograd(const KernelArgs& a) const {
     if (env_off("LOOM_CONV_WINOGRAD") || !dnnl_util::has_winograd()) return false;
+    if (!winograd_shape()) return false;
+    const Shape& o = a.out_shapes[0];
+    return o[2] * o[3] >= 14 * 14 && o[0] * o[2] * o[3] >= 784;
+  }
+
+  // 3x3 stride-1 undilated ungrouped 2-D: the layers oneDNN's Winograd kernels take.
+  bool winograd_shape() const {
     if (p_.kernel.ndim() != 2 || p_.num_group != 1) return false;
     for (int i = 0; i < 2; ++i)
       if (p_.kernel[i] != 3 || p_.stride[i] != 1 || p_.dilate[i] != 1) return false;
-    const Shape& o = a.out_shapes[0];
-    return o[2] * o[3] >= 14 * 14 && o[0] * o[2] * o[3] >= 784;
+    return true;
   }
 
   ConvParam p_;

@@ -74,7 +74,8 @@ class DnnlWeightedLayer {
   bool enable_post_ops(const dnnl::primitive_desc& pd, const dnnl::memory::desc& weights,
                        const PostOps& ops) {
     if (ops.sum && !f_dst_.same()) return false;
-    dnnl_util::LayoutBridge w(weights, pd.weights_desc(0));  // may throw: nothing changed
+    // May throw (nothing changed then). Only ever reordered into the primitive's layout.
+    dnnl_util::LayoutBridge w(weights, pd.weights_desc(0), /*to_only=*/true);
     dnnl::primitive p(pd);
     aff_w_ = w;
     aff_fwd_ = p;

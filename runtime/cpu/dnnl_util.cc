@@ -172,11 +172,12 @@ void add_to(float* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
-LayoutBridge::LayoutBridge(const memory::desc& plain, const memory::desc& chosen)
+LayoutBridge::LayoutBridge(const memory::desc& plain, const memory::desc& chosen, bool to_only)
     : plain_(plain), chosen_(chosen), same_(plain == chosen) {
   if (same_) return;
   const auto& eng = engine();
   to_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, plain_, eng, chosen_));
+  if (to_only) return;
   from_write_ = dnnl::reorder(dnnl::reorder::primitive_desc(eng, chosen_, eng, plain_));
   dnnl::post_ops po;
   po.append_sum(1.f);

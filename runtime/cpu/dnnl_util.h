@@ -65,7 +65,9 @@ void add_to(float* dst, const float* src, int64_t n);
 class LayoutBridge {
  public:
   LayoutBridge() = default;
-  LayoutBridge(const memory::desc& plain, const memory::desc& chosen);
+  /// `to_only`: only plain -> chosen (inference weights in formats with no way back, e.g.
+  /// Winograd's); from_chosen/finish must not be used then.
+  LayoutBridge(const memory::desc& plain, const memory::desc& chosen, bool to_only = false);
   /// True when the chosen layout is the plain one (no reorder needed).
   bool same() const { return same_; }
   /// Bytes of the chosen-layout scratch buffer a caller must provide.

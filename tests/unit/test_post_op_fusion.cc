@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "runtime/cpu/dnnl_util.h"
 #include "runtime/executor.h"
 
 namespace loom {
@@ -193,6 +194,36 @@ TEST(PostOpFusion, PreluInBlockedLayoutMatchesPlain) {
     expect_near(host(blocked->outputs()[0]), host(plain->outputs()[0]), "loss");
     for (const auto& [k, v] : plain->grad_dict())
       expect_near(host(blocked->grad_dict().at(k)), host(v), "gradient of " + k);
+  }
+}
+
+// A 3x3 layer on a map too small for the forward's Winograd runs its inference post-op
+// primitive on oneDNN's Winograd 2x3 kernel where the CPU has it (LOOM_CONV_WINOGRAD_INFER=0:
+// direct), with the unfused direct result within float rounding.
+TEST(PostOpFusion, SmallMapsUseWinograd2x3InInference) {
+  auto x = relu(bn(conv(Symbol::Variable("data"), "w23", 48), "w23_bn"), "w23_relu");
+  auto sym = pool(x);
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on ? "on" : "LOOM_CONV_WINOGRAD_INFER=0");
+    if (!on) setenv("LOOM_CONV_WINOGRAD_INFER", "0", 1);
+    BindOptions o;
+    o.default_req = Req::kNull;
+    auto ex = Executor::simple_bind(sym, {{"data", Shape{1, 48, 6, 6}}}, o);
+    unsetenv("LOOM_CONV_WINOGRAD_INFER");
+    EXPECT_EQ(ex->fused_affine_pairs(), 1u);
+    // The latest line recorded for this layer's post-op primitive (the record keeps 256).
+    std::string line;
+    for (const auto& l : dnnl_util::recorded_impls())
+      if (l.find("Convolution (1, 48, 6, 6) w(48, 48, 3, 3)") == 0 &&
+          l.find("+affine+relu") != std::string::npos)
+        line = l;
+    ASSERT_FALSE(line.empty());
+    EXPECT_EQ(line.find("wino_2x3") != std::string::npos, on && dnnl_util::has_winograd()) << line;
+    init(*ex, 3);
+    auto ref = bind_with_off(sym, *ex, {"LOOM_FUSE_CONV_BN", "LOOM_FUSE_EPILOGUE"});
+    ex->forward(false);
+    ref->forward(false);
+    expect_near(host(ex->outputs()[0]), host(ref->outputs()[0]), "inference", 1e-3f);
   }
 }
 
