@@ -272,7 +272,8 @@ def test_data_parallel_step_of_one_rank_is_the_plain_step(mx, opt):
         # 1 MiB first bucket: the whole MLP's gradients are one collective per real step
         assert mx.dist.stats()["allreduce"] == (m + 1) // k, mx.dist.stats()
     assert repr(mx.dist.DataParallel()) == ("DataParallel(bucket_mb=25, first_bucket_mb=1, "
-                                           "shard_ema=False, shard_optimizer=False)")
+                                           "shard_ema=False, shard_optimizer=False, "
+                                           "overlap=True, bn_stats='local')")
     with pytest.raises(ValueError):
         mx.dist.DataParallel(bucket_mb=0)
 
