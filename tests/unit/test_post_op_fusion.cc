@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/executor.h"
@@ -198,27 +199,28 @@ TEST(PostOpFusion, PreluInBlockedLayoutMatchesPlain) {
 }
 
 // A 3x3 layer on a map too small for the forward's Winograd runs its inference post-op
-// primitive on oneDNN's Winograd 2x3 kernel where the CPU has it (LOOM_CONV_WINOGRAD_INFER=0:
+// primitive on oneDNN's Winograd kernels where the CPU has them (LOOM_CONV_WINOGRAD_INFER=0:
 // direct), with the unfused direct result within float rounding.
 TEST(PostOpFusion, SmallMapsUseWinograd2x3InInference) {
   auto x = relu(bn(conv(Symbol::Variable("data"), "w23", 48), "w23_bn"), "w23_relu");
   auto sym = pool(x);
+  // Batch 1: the 2x3 kernel; batch 16 of 7x7 (784 positions): Winograd's 4x3 tiles.
+  for (auto [batch, hw, kernel] : {std::tuple{1, 6, "wino_2x3"}, std::tuple{16, 7, "wino_4x3"}})
   for (bool on : {true, false}) {
-    SCOPED_TRACE(on ? "on" : "LOOM_CONV_WINOGRAD_INFER=0");
+    SCOPED_TRACE(std::string(on ? "on " : "LOOM_CONV_WINOGRAD_INFER=0 ") + kernel);
     if (!on) setenv("LOOM_CONV_WINOGRAD_INFER", "0", 1);
     BindOptions o;
     o.default_req = Req::kNull;
-    auto ex = Executor::simple_bind(sym, {{"data", Shape{1, 48, 6, 6}}}, o);
+    auto ex = Executor::simple_bind(sym, {{"data", Shape{batch, 48, hw, hw}}}, o);
     unsetenv("LOOM_CONV_WINOGRAD_INFER");
     EXPECT_EQ(ex->fused_affine_pairs(), 1u);
     // The latest line recorded for this layer's post-op primitive (the record keeps 256).
+    const std::string desc = "Convolution " + Shape{batch, 48, hw, hw}.str() + " w(48, 48, 3, 3)";
     std::string line;
     for (const auto& l : dnnl_util::recorded_impls())
-      if (l.find("Convolution (1, 48, 6, 6) w(48, 48, 3, 3)") == 0 &&
-          l.find("+affine+relu") != std::string::npos)
-        line = l;
-    ASSERT_FALSE(line.empty());
-    EXPECT_EQ(line.find("wino_2x3") != std::string::npos, on && dnnl_util::has_winograd()) << line;
+      if (l.find(desc) == 0 && l.find("+affine+relu") != std::string::npos) line = l;
+    ASSERT_FALSE(line.empty()) << desc;
+    EXPECT_EQ(line.find(kernel) != std::string::npos, on && dnnl_util::has_winograd()) << line;
     init(*ex, 3);
     auto ref = bind_with_off(sym, *ex, {"LOOM_FUSE_CONV_BN", "LOOM_FUSE_EPILOGUE"});
     ex->forward(false);
