@@ -6,8 +6,8 @@ the first wrong value.
    started as soon as its gradients are accumulated, one wait before the update) must equal
    DataParallel(overlap=False) (one blocking allreduce per bucket after backward) bit for bit:
    weights, optimizer state, accumulators, BatchNorm statistics and counters after every
-   micro-step, for SGD with momentum and Adam, k = 1 and 3 micro-steps per real step, the
-   overlapped graph also after a JSON round trip. Both issue the same collectives: one
+   micro-step, for SGD with momentum and Adam, k = 1 and 3 micro-steps per real step, and
+   with two lr_mult groups (two plans), the overlapped graph also after a JSON round trip. Both issue the same collectives: one
    allreduce per bucket on real steps (5 buckets here: first_bucket_mb and bucket_mb are
    tiny), none on the other micro-steps.
 2. DataParallel(bn_stats='average'): after each real step every rank holds the mean over ranks
@@ -23,11 +23,14 @@ import loom as mx
 PER_RANK, REAL = 4, 3
 
 
-def net():
+def net(groups=False):
+    """groups: fc2's weight learns at twice the rate, so the step has two lr_mult groups (two
+    plans, two waits)."""
+    w2 = mx.sym.Variable("fc2_weight", lr_mult=2.0 if groups else None)
     h = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=16, name="fc1")
     h = mx.sym.BatchNorm(h, fix_gamma=False, momentum=0.8, name="bn")
     h = mx.sym.Activation(h, act_type="tanh", name="act")
-    h = mx.sym.FullyConnected(h, num_hidden=12, name="fc2")
+    h = mx.sym.FullyConnected(h, weight=w2, num_hidden=12, name="fc2")
     h = mx.sym.Activation(h, act_type="relu", name="act2")
     h = mx.sym.FullyConnected(h, num_hidden=3, name="fc3")
     return mx.sym.SoftmaxOutput(h, normalization="batch", name="softmax")
@@ -75,12 +78,12 @@ def bind(step):
     return mx.train.bind(step, data=(PER_RANK, 6), softmax_label=(PER_RANK,))
 
 
-def check_overlap(opt, k):
+def check_overlap(opt, k, groups=False):
     # Reverse topological order, first_bucket_mb 10 bytes then about 100 bytes: 5 buckets,
     # {fc3_bias}, {fc3_weight}, {fc2_bias, fc2_weight}, {bn_beta, bn_gamma},
     # {fc1_bias, fc1_weight}.
     def make(overlap):
-        return mx.train.make_step(net(), optimizer(opt), accumulate=k, dist=mx.dist.DataParallel(
+        return mx.train.make_step(net(groups), optimizer(opt), accumulate=k, dist=mx.dist.DataParallel(
             first_bucket_mb=1e-5, bucket_mb=100e-6, overlap=overlap))
 
     blocking, overlapped = make(False), make(True)
@@ -102,7 +105,10 @@ def check_overlap(opt, k):
             after = mx.dist.stats()
             counts[name] = {c: after[c] - before[c]
                             for c in ("allreduce", "all_gather", "reduce_scatter", "barrier")}
-        want = {"allreduce": 5 if last else 0, "all_gather": 0, "reduce_scatter": 0, "barrier": 0}
+        # With groups: {fc3_bias}, {fc3_weight}, {fc2_bias, bn_beta}, {bn_gamma, fc1_bias},
+        # {fc1_weight}, and fc2_weight's own group: 6.
+        want = {"allreduce": (6 if groups else 5) if last else 0, "all_gather": 0,
+                "reduce_scatter": 0, "barrier": 0}
         for name, got in counts.items():
             assert got == want, "%s %s k=%d micro-step %d: collectives %s, expected %s" % (
                 name, opt, k, m, got, want)
@@ -174,6 +180,7 @@ if __name__ == "__main__":
     for opt in ("sgd", "adam"):
         for k in (1, 3):
             check_overlap(opt, k)
+    check_overlap("sgd", 3, groups=True)
     for k in (1, 3):
         check_bn_stats(k)
     print("rank %d of %d: overlapped allreduce and bn_stats ok" % (mx.dist.rank(), mx.dist.size()))
