@@ -15,8 +15,9 @@ MXNet) before anything is timed. The MXNet interpreter comes from scripts/setup_
 (LOOM_ORACLE_PYTHON); ONNX Runtime and OpenVINO from scripts/setup_bench.sh's venv
 (LOOM_BENCH_PEER_PYTHON); models are made once into ~/.cache/loom/bench-models.
 The machine's FMA peak is measured in the same run (tests/bench/fma_peak.cc, built with g++).
-All engines inherit the environment: ONEDNN_MAX_CPU_ISA caps Loom's (and MXNet's) oneDNN,
-not ONNX Runtime's MLAS nor OpenVINO's kernels.
+All engines inherit the environment: ONEDNN_MAX_CPU_ISA (passed on as DNNL_MAX_CPU_ISA too,
+the only name MXNet's oneDNN 2.4 reads) caps Loom's and MXNet's oneDNN, not ONNX Runtime's
+MLAS nor OpenVINO's kernels.
 """
 import argparse
 import json
@@ -237,6 +238,11 @@ def main():
     ap.add_argument("--wait-policy", default=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
                     help="OMP_WAIT_POLICY for every engine (default PASSIVE, Loom's default)")
     args = ap.parse_args()
+    # MXNet 1.9.1's oneDNN (2.4) reads only DNNL_MAX_CPU_ISA, Loom's 2.6 either name: a cap
+    # given under one name is passed on under both, so every oneDNN runs capped.
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+    if cap:
+        os.environ["ONEDNN_MAX_CPU_ISA"] = os.environ["DNNL_MAX_CPU_ISA"] = cap
     if args.quick:
         args.rounds, args.seconds = 1, 0.3
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
