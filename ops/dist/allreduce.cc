@@ -79,8 +79,7 @@ class AllreduceKernel final : public Kernel {
       if (!out[i].same_memory(in[i])) out[i].copy_from(in[i]);
     const auto t0 = std::chrono::steady_clock::now();
     for (const auto& b : buckets_) reduce_bucket(out, b);
-    comm_.add_exposed(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    comm_.add_exposed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
 
  private:

@@ -25,8 +25,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <map>
@@ -71,12 +71,12 @@ const auto kStartSchema = ParamSchema<StartParam>().required(
 struct WaitParam {
   int num_tensors;
 };
-const auto kWaitSchema = ParamSchema<WaitParam>().required(
-    "num_tensors", &WaitParam::num_tensors, "Number of tensors (the plan's).");
+const auto kWaitSchema = ParamSchema<WaitParam>().required("num_tensors", &WaitParam::num_tensors,
+                                                           "Number of tensors (the plan's).");
 
 /// The experiment LOOM_DIST_OVERLAP_THREAD=1: buckets reduced by MPI's blocking allreduce on a
-/// communication thread, in the order they were pushed. Between the first push and wait_all()
-/// the executor's thread makes no MPI call (MPI_THREAD_SERIALIZED holds).
+/// communication thread, in the order they were pushed (one queue per communicator). Between the
+/// first push and wait_all() the executor's thread makes no MPI call (MPI_THREAD_SERIALIZED holds).
 class CommThread {
  public:
   struct Run {
@@ -85,6 +85,16 @@ class CommThread {
     DType dtype;
   };
   explicit CommThread(dist::Communicator& comm) : comm_(comm), thread_([this] { loop(); }) {}
+  /// The communicator's one thread, shared by every plan (several plans, e.g. one per lr_mult
+  /// group, must not call MPI concurrently, and their collectives must keep executor order).
+  static std::shared_ptr<CommThread> of(dist::Communicator& comm) {
+    static std::mutex m;
+    static std::map<dist::Communicator*, std::weak_ptr<CommThread>> threads;
+    std::lock_guard<std::mutex> lock(m);
+    auto t = threads[&comm].lock();
+    if (!t) threads[&comm] = t = std::make_shared<CommThread>(comm);
+    return t;
+  }
   ~CommThread() {
     {
       std::lock_guard<std::mutex> lock(m_);
@@ -143,15 +153,17 @@ class Plan {
  public:
   Plan(std::string where, dist::Communicator& comm, std::vector<std::vector<size_t>> buckets,
        size_t n)
-      : where_(std::move(where)), comm_(comm), buckets_(std::move(buckets)), bucket_of_(n),
+      : where_(std::move(where)),
+        comm_(comm),
+        buckets_(std::move(buckets)),
+        bucket_of_(n),
         arrived_(n) {
     for (size_t b = 0; b < buckets_.size(); ++b)
       for (size_t i : buckets_[b]) bucket_of_[i] = b;
     missing_.assign(buckets_.size(), 0);
     reset();
     const char* th = std::getenv("LOOM_DIST_OVERLAP_THREAD");
-    if (comm_.size() > 1 && th && std::string(th) == "1")
-      thread_ = std::make_unique<CommThread>(comm_);
+    if (comm_.size() > 1 && th && std::string(th) == "1") thread_ = CommThread::of(comm_);
   }
 
   const std::string& where() const { return where_; }
@@ -183,8 +195,7 @@ class Plan {
     const auto t0 = std::chrono::steady_clock::now();
     for (auto& r : requests_) r->wait();
     if (thread_) thread_->wait_all();
-    comm_.add_exposed(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    comm_.add_exposed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     reset();
   }
 
@@ -250,7 +261,7 @@ class Plan {
   bool dirty_ = false;            ///< something arrived since the last reset
   std::vector<std::unique_ptr<dist::Request>> requests_;
   bool test_in_flight_ = !env_off("LOOM_DIST_OVERLAP_TEST");
-  std::unique_ptr<CommThread> thread_;
+  std::shared_ptr<CommThread> thread_;
 };
 
 // Plans by handle. A handle travels through the graph as a float32 value (exact below 2^24).
@@ -356,14 +367,13 @@ class WaitKernel final : public Kernel {
     const size_t n = out.size();
     Plan& plan = find_plan(in[n], name_, "_loom_allreduce_wait");
     if (plan.size() != n)
-      throw dist::DistError("node '" + name_ + "' (op _loom_allreduce_wait): " +
-                            std::to_string(n) + " tensors but " + plan.where() + " has " +
-                            std::to_string(plan.size()));
+      throw dist::DistError("node '" + name_ + "' (op _loom_allreduce_wait): " + std::to_string(n) +
+                            " tensors but " + plan.where() + " has " + std::to_string(plan.size()));
     for (size_t i = 0; i < n; ++i)
       if (!out[i].same_memory(in[i]))
-        throw dist::DistError("node '" + name_ +
-                              "' (op _loom_allreduce_wait): output " + std::to_string(i) +
-                              " must be written in place into input " + std::to_string(i));
+        throw dist::DistError("node '" + name_ + "' (op _loom_allreduce_wait): output " +
+                              std::to_string(i) + " must be written in place into input " +
+                              std::to_string(i));
     plan.finish();
   }
 

@@ -82,8 +82,8 @@ std::unique_ptr<loom::Executor> resnet18_shaped_step(double bucket_mb, size_t* f
   *floats = 0;
   const auto shapes = resnet18_params();
   for (size_t i = 0; i < shapes.size(); ++i) {
-    Symbol p = Symbol::Variable("p" + std::to_string(i) + "_weight",
-                                {{"__shape__", shapes[i].str()}});
+    Symbol p =
+        Symbol::Variable("p" + std::to_string(i) + "_weight", {{"__shape__", shapes[i].str()}});
     sums.push_back(Symbol::Op("sum", {p}, {}, "sum" + std::to_string(i)));
     *floats += static_cast<size_t>(shapes[i].numel());
   }
@@ -152,8 +152,8 @@ int main(int argc, char** argv) {
                 p / median(loom_nb));
     std::printf("through a bound step graph's _loom_allreduce node (%zu float32 = %.1f MB):\n",
                 graph_floats, graph_floats * 4.0 / 1e6);
-    std::printf("  buckets 1 + 25 MiB (3)     %8.2f ms   ratio %.3f\n",
-                median(graph_default) * 1e3, p / median(graph_default));
+    std::printf("  buckets 1 + 25 MiB (3)     %8.2f ms   ratio %.3f\n", median(graph_default) * 1e3,
+                p / median(graph_default));
     std::printf("  one bucket                 %8.2f ms   ratio %.3f\n", median(graph_one) * 1e3,
                 p / median(graph_one));
     if (graph_floats != n)

@@ -43,7 +43,8 @@ std::vector<Ran> run_once(bool overlap) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (const auto& [n, a] : ex->arg_dict())
-    for (int64_t i = 0; i < a.size(); ++i) a.data<float>()[i] = n == "softmax_label" ? 1.f : nd(rng);
+    for (int64_t i = 0; i < a.size(); ++i)
+      a.data<float>()[i] = n == "softmax_label" ? 1.f : nd(rng);
   std::vector<Ran> ran;
   const uint64_t base = comm.stats().allreduce;
   ex->set_step_timer([&](const std::string& name, const std::string&, double) {
