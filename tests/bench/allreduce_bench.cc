@@ -5,8 +5,9 @@
 // tensors (11,689,512 floats) and a trivial loss (the sum of every parameter), so its gradients
 // are ResNet-18's bytes in its flat accumulator buffer; it runs with the default buckets (1 MiB
 // first, then 25 MiB: 3 collectives) and with one bucket (1 collective, the plain call's
-// shape). Rounds alternate between all variants so they see the same machine load; each
-// round's time is the slowest rank's, and medians are reported.
+// shape). Each round runs every variant, in an order rotating from round to round, so they
+// see the same machine load; a time is the slowest rank's. Reported: medians, the ratio of the
+// medians and the median of the per-round ratios.
 //   mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x OMP_NUM_THREADS=1 \
 //     build/bin/loom_bench_allreduce [floats] [rounds]
 // ratio = plain time / Loom time (1.0: no overhead; the goal is >= 0.9).
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
 #include "graph/step_builder.h"
@@ -120,42 +122,54 @@ int main(int argc, char** argv) {
     if (node_s < 0) std::abort();  // the node must have run
     return slowest(node_s);
   };
+  // The variants, run in an order rotating from round to round.
+  std::vector<std::function<double()>> variants = {
+      [&] {
+        return timed([&] {
+          MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        });
+      },
+      [&] { return timed([&] { comm.allreduce(b.data(), b.data(), n, DType::kFloat32); }); },
+      [&] {
+        return timed([&] {
+          comm.allreduce(c.data(), c.data(), n, DType::kFloat32, dist::ReduceOp::kAverage);
+        });
+      },
+      [&] {
+        return timed([&] { comm.iallreduce(b.data(), b.data(), n, DType::kFloat32)->wait(); });
+      },
+      [&] { return graph_node(*step_default); },
+      [&] { return graph_node(*step_one); },
+  };
+  std::vector<std::vector<double>*> out = {&plain,   &loom_sum,      &loom_avg,
+                                           &loom_nb, &graph_default, &graph_one};
   for (int r = -2; r < rounds; ++r) {  // two warm-up rounds
-    const double tp = timed(
-        [&] { MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
-    const double ts = timed([&] { comm.allreduce(b.data(), b.data(), n, DType::kFloat32); });
-    const double ta = timed(
-        [&] { comm.allreduce(c.data(), c.data(), n, DType::kFloat32, dist::ReduceOp::kAverage); });
-    const double tn =
-        timed([&] { comm.iallreduce(b.data(), b.data(), n, DType::kFloat32)->wait(); });
-    const double tg = graph_node(*step_default);
-    const double t1 = graph_node(*step_one);
-    if (r < 0) continue;
-    graph_default.push_back(tg);
-    graph_one.push_back(t1);
-    plain.push_back(tp);
-    loom_sum.push_back(ts);
-    loom_avg.push_back(ta);
-    loom_nb.push_back(tn);
+    for (size_t j = 0; j < variants.size(); ++j) {
+      const size_t v = (j + static_cast<size_t>(r + 2)) % variants.size();
+      const double t = variants[v]();
+      if (r >= 0) out[v]->push_back(t);
+    }
   }
   if (comm.rank() == 0) {
     const double p = median(plain);
     const double mb = n * 4.0 / 1e6;
+    // ratio of the medians, and the median of the per-round ratios (robust to load drift)
+    auto line = [&](const char* what, const std::vector<double>& t) {
+      std::vector<double> q;
+      for (size_t i = 0; i < t.size(); ++i) q.push_back(plain[i] / t[i]);
+      std::printf("  %-26s %8.2f ms   ratio %.3f   per round %.3f\n", what, median(t) * 1e3,
+                  p / median(t), median(q));
+    };
     std::printf("allreduce of %zu float32 (%.1f MB), %d ranks, %d rounds, medians:\n", n, mb,
                 comm.size(), rounds);
     std::printf("  plain MPI_Allreduce        %8.2f ms\n", p * 1e3);
-    std::printf("  loom allreduce (sum)       %8.2f ms   ratio %.3f\n", median(loom_sum) * 1e3,
-                p / median(loom_sum));
-    std::printf("  loom allreduce (average)   %8.2f ms   ratio %.3f\n", median(loom_avg) * 1e3,
-                p / median(loom_avg));
-    std::printf("  loom iallreduce + wait     %8.2f ms   ratio %.3f\n", median(loom_nb) * 1e3,
-                p / median(loom_nb));
+    line("loom allreduce (sum)", loom_sum);
+    line("loom allreduce (average)", loom_avg);
+    line("loom iallreduce + wait", loom_nb);
     std::printf("through a bound step graph's _loom_allreduce node (%zu float32 = %.1f MB):\n",
                 graph_floats, graph_floats * 4.0 / 1e6);
-    std::printf("  buckets 1 + 25 MiB (3)     %8.2f ms   ratio %.3f\n", median(graph_default) * 1e3,
-                p / median(graph_default));
-    std::printf("  one bucket                 %8.2f ms   ratio %.3f\n", median(graph_one) * 1e3,
-                p / median(graph_one));
+    line("buckets 1 + 25 MiB (3)", graph_default);
+    line("one bucket", graph_one);
     if (graph_floats != n)
       std::printf("  (the plain call moves %zu floats: run with %zu for equal bytes)\n", n,
                   graph_floats);
