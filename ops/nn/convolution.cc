@@ -190,8 +190,6 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     }
     dnnl_util::record_impl("Convolution " + a.in_shapes[0].str() + " w" + ws.str() + " g" +
                            std::to_string(p_.num_group) + " " + layer_->impl_info());
-    const Shape& os = a.out_shapes[0];
-    out_positions_ = os.ndim() == 4 ? os[0] * os[2] * os[3] : 0;
     desc_ = "Convolution " + a.in_shapes[0].str() + " w" + ws.str() + " g" +
             std::to_string(p_.num_group);
   }
@@ -237,13 +235,13 @@ class ConvKernel final : public nn::WeightedLayerKernel {
         convolution_forward::primitive_desc pd(d, attr, dnnl_util::engine());
         const std::string impl = pd.impl_info_str();
         if (impl.find("ref") != std::string::npos) continue;
-        // Beside 2x3, Winograd's 4x3 tiles pay from 784 output positions per call (7x7 maps
-        // at batch 16: the forward's 14x14 floor keeps training's three-pass scratch small).
+        // Only 2x3, and only with at most 8 MB of weights in its format (1.8x the plain size):
+        // Winograd's 4x3 tiles on 7x7 maps at batch 16 were 1.1x faster for 200 MB more, and
+        // 2x3 on 512-channel layers costs 17 MB each (ResNet-50 b1 went 76 MB past MXNet's
+        // peak memory with them).
         const bool is_2x3 = impl.find("wino_2x3") != std::string::npos;
-        if (algo != algo_ && !is_2x3 &&
-            (out_positions_ < 784 || pd.scratchpad_desc().get_size() > (size_t{64} << 20)))
-          continue;
-        if (is_2x3 && !wino_infer) continue;
+        if ((algo != algo_ && !is_2x3) || (is_2x3 && !wino_infer)) continue;
+        if (algo != algo_ && pd.weights_desc().get_size() > (size_t{8} << 20)) continue;
         if (!layer_->enable_post_ops(pd, dnnl_util::plain_md(wdims_), ops)) return false;
       } catch (const dnnl::error&) {
         continue;
@@ -285,7 +283,6 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     return true;
   }
 
-  int64_t out_positions_ = 0;  // N*H*W of a 2-D output
   ConvParam p_;
   dnnl::algorithm algo_ = dnnl::algorithm::convolution_direct;
   dnnl::memory::dims strides_, dilates_, pad_, wdims_;

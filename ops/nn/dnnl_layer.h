@@ -162,8 +162,18 @@ class DnnlWeightedLayer {
         !std::equal(scale.begin(), scale.end(), a_cache_.scale.begin(), a_cache_.scale.end())) {
       const size_t per = static_cast<size_t>(weights.size()) / nf;
       const float* w = weights.cdata<float>();
-      NDArray folded(Shape{weights.size()}, DType::kFloat32);  // plain, output channels outermost
-      float* fw = folded.data<float>();
+      // Plain, output channels outermost. Kept only when it is the primitive's layout; a
+      // temporary otherwise, from the heap (freed to the system, not to the device pool).
+      NDArray folded;
+      std::vector<float> tmp;
+      float* fw;
+      if (aff_w_.same()) {
+        folded = NDArray(Shape{weights.size()}, DType::kFloat32);
+        fw = folded.data<float>();
+      } else {
+        tmp.resize(static_cast<size_t>(weights.size()));
+        fw = tmp.data();
+      }
       for (size_t f = 0; f < nf; ++f) {
         const float sc = scale.empty() ? 1.f : scale[f];
         for (size_t k = 0; k < per; ++k) fw[f * per + k] = w[f * per + k] * sc;

@@ -204,10 +204,11 @@ TEST(PostOpFusion, PreluInBlockedLayoutMatchesPlain) {
 TEST(PostOpFusion, SmallMapsUseWinograd2x3InInference) {
   auto x = relu(bn(conv(Symbol::Variable("data"), "w23", 48), "w23_bn"), "w23_relu");
   auto sym = pool(x);
-  // Batch 1: the 2x3 kernel; batch 16 of 7x7 (784 positions): Winograd's 4x3 tiles.
-  for (auto [batch, hw, kernel] : {std::tuple{1, 6, "wino_2x3"}, std::tuple{16, 7, "wino_4x3"}})
+  // Batch 1: the 2x3 kernel; batch 16 (where oneDNN offers 4x3 tiles): direct.
+  for (auto [batch, hw, wanted] : {std::tuple{1, 6, true}, std::tuple{16, 7, false}})
   for (bool on : {true, false}) {
-    SCOPED_TRACE(std::string(on ? "on " : "LOOM_CONV_WINOGRAD_INFER=0 ") + kernel);
+    SCOPED_TRACE(std::string(on ? "on, batch " : "LOOM_CONV_WINOGRAD_INFER=0, batch ") +
+                 std::to_string(batch));
     if (!on) setenv("LOOM_CONV_WINOGRAD_INFER", "0", 1);
     BindOptions o;
     o.default_req = Req::kNull;
@@ -220,7 +221,8 @@ TEST(PostOpFusion, SmallMapsUseWinograd2x3InInference) {
     for (const auto& l : dnnl_util::recorded_impls())
       if (l.find(desc) == 0 && l.find("+affine+relu") != std::string::npos) line = l;
     ASSERT_FALSE(line.empty()) << desc;
-    EXPECT_EQ(line.find(kernel) != std::string::npos, on && dnnl_util::has_winograd()) << line;
+    EXPECT_EQ(line.find("wino") != std::string::npos, wanted && on && dnnl_util::has_winograd())
+        << line;
     init(*ex, 3);
     auto ref = bind_with_off(sym, *ex, {"LOOM_FUSE_CONV_BN", "LOOM_FUSE_EPILOGUE"});
     ex->forward(false);
