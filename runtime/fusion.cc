@@ -141,8 +141,8 @@ std::vector<PostOpPlan> plan_post_ops(const FusionInput& in, const std::vector<b
       const ExecNode& m = eg.nodes[j];
       FusedActivation act;
       const uint32_t e = eg.nodes[cur].out[0], o = m.out[0];
-      bool in_place = o != kNoEntry && !in.entries[o].is_none() &&
-                      in.entries[o].same_memory(in.entries[e]);
+      bool in_place =
+          o != kNoEntry && !in.entries[o].is_none() && in.entries[o].same_memory(in.entries[e]);
       if (!m.in.empty() && m.in[0] == e && m.out.size() == 1 && (in_place || !p.ops.sum) &&
           in.kernel_of[j]->fused_activation(input_arrays(in, m), &act) &&
           act.kind != FusedActivation::kNone) {

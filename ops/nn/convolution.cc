@@ -227,30 +227,31 @@ class ConvKernel final : public nn::WeightedLayerKernel {
         !env_off("LOOM_CONV_WINOGRAD") && wino_infer)
       algos.insert(algos.begin(), algorithm::convolution_winograd);
     for (auto algo : algos)
-    for (auto prop : {prop_kind::forward_inference, prop_kind::forward_training}) {
-      try {
-        convolution_forward::desc d(prop, algo, layer_->fwd_src_desc(), dnnl_util::any_md(wdims_),
-                                    dnnl_util::plain_md({p_.num_filter}), layer_->fwd_dst_desc(),
-                                    strides_, dilates_, pad_, pad_);
-        convolution_forward::primitive_desc pd(d, attr, dnnl_util::engine());
-        const std::string impl = pd.impl_info_str();
-        if (impl.find("ref") != std::string::npos) continue;
-        // Only 2x3, and only with at most 8 MB of weights in its format (1.8x the plain size):
-        // Winograd's 4x3 tiles on 7x7 maps at batch 16 were 1.1x faster for 200 MB more, and
-        // 2x3 on 512-channel layers costs 17 MB each (ResNet-50 b1 went 76 MB past MXNet's
-        // peak memory with them).
-        const bool is_2x3 = impl.find("wino_2x3") != std::string::npos;
-        if ((algo != algo_ && !is_2x3) || (is_2x3 && !wino_infer)) continue;
-        if (algo != algo_ && pd.weights_desc().get_size() > (size_t{8} << 20)) continue;
-        if (!layer_->enable_post_ops(pd, dnnl_util::plain_md(wdims_), ops)) return false;
-      } catch (const dnnl::error&) {
-        continue;
+      for (auto prop : {prop_kind::forward_inference, prop_kind::forward_training}) {
+        try {
+          convolution_forward::desc d(prop, algo, layer_->fwd_src_desc(), dnnl_util::any_md(wdims_),
+                                      dnnl_util::plain_md({p_.num_filter}), layer_->fwd_dst_desc(),
+                                      strides_, dilates_, pad_, pad_);
+          convolution_forward::primitive_desc pd(d, attr, dnnl_util::engine());
+          const std::string impl = pd.impl_info_str();
+          if (impl.find("ref") != std::string::npos) continue;
+          // Only 2x3, and only with at most 8 MB of weights in its format (1.8x the plain size):
+          // Winograd's 4x3 tiles on 7x7 maps at batch 16 were 1.1x faster for 200 MB more, and
+          // 2x3 on 512-channel layers costs 17 MB each (ResNet-50 b1 went 76 MB past MXNet's
+          // peak memory with them).
+          const bool is_2x3 = impl.find("wino_2x3") != std::string::npos;
+          if ((algo != algo_ && !is_2x3) || (is_2x3 && !wino_infer)) continue;
+          if (algo != algo_ && pd.weights_desc().get_size() > (size_t{8} << 20)) continue;
+          if (!layer_->enable_post_ops(pd, dnnl_util::plain_md(wdims_), ops)) return false;
+        } catch (const dnnl::error&) {
+          continue;
+        }
+        static const char* kAct[] = {"", "+relu", "+leaky", "+prelu"};
+        dnnl_util::record_impl(desc_ + " " + (ops.affine ? "+affine" : "") +
+                               (ops.sum ? "+sum" : "") + kAct[ops.act.kind] + " " +
+                               layer_->post_ops_impl_info());
+        return true;
       }
-      static const char* kAct[] = {"", "+relu", "+leaky", "+prelu"};
-      dnnl_util::record_impl(desc_ + " " + (ops.affine ? "+affine" : "") + (ops.sum ? "+sum" : "") +
-                             kAct[ops.act.kind] + " " + layer_->post_ops_impl_info());
-      return true;
-    }
     return false;
   }
   bool forward_post_ops(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,

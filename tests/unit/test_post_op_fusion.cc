@@ -62,8 +62,8 @@ Symbol mfn_block(int c) {
   auto b = prelu(bn(conv(x, "dw", c, 3, c), "dw_bn"), "dw_prelu", &shared);
   b = bn(conv(b, "proj", c, 1), "proj_bn");
   auto s = Symbol::Op("elemwise_add", {b, x}, {}, "plus");
-  auto l = Symbol::Op("LeakyReLU", {conv(s, "last", c, 1)}, {{"act_type", "leaky"}, {"slope", "0.1"}},
-                      "leaky");
+  auto l = Symbol::Op("LeakyReLU", {conv(s, "last", c, 1)},
+                      {{"act_type", "leaky"}, {"slope", "0.1"}}, "leaky");
   return pool(l);
 }
 
@@ -122,8 +122,9 @@ void check_against_unfused(const Symbol& sym, int c, int batch, size_t want_sum,
   }
   EXPECT_GE(ex->fused_activation_pairs(), want_act);
   init(*ex, 5);
-  auto all_off = bind_with_off(sym, *ex, {"LOOM_FUSE_CONV_BN", "LOOM_FUSE_CONV_SUM",
-                                          "LOOM_FUSE_CONV_ACT", "LOOM_FUSE_EPILOGUE"});
+  auto all_off = bind_with_off(
+      sym, *ex,
+      {"LOOM_FUSE_CONV_BN", "LOOM_FUSE_CONV_SUM", "LOOM_FUSE_CONV_ACT", "LOOM_FUSE_EPILOGUE"});
   EXPECT_EQ(all_off->fused_affine_pairs() + all_off->fused_sum_pairs() +
                 all_off->fused_activation_pairs(),
             0u);
@@ -206,29 +207,29 @@ TEST(PostOpFusion, SmallMapsUseWinograd2x3InInference) {
   auto sym = pool(x);
   // Batch 1: the 2x3 kernel; batch 16 (where oneDNN offers 4x3 tiles): direct.
   for (auto [batch, hw, wanted] : {std::tuple{1, 6, true}, std::tuple{16, 7, false}})
-  for (bool on : {true, false}) {
-    SCOPED_TRACE(std::string(on ? "on, batch " : "LOOM_CONV_WINOGRAD_INFER=0, batch ") +
-                 std::to_string(batch));
-    if (!on) setenv("LOOM_CONV_WINOGRAD_INFER", "0", 1);
-    BindOptions o;
-    o.default_req = Req::kNull;
-    auto ex = Executor::simple_bind(sym, {{"data", Shape{batch, 48, hw, hw}}}, o);
-    unsetenv("LOOM_CONV_WINOGRAD_INFER");
-    EXPECT_EQ(ex->fused_affine_pairs(), 1u);
-    // The latest line recorded for this layer's post-op primitive (the record keeps 256).
-    const std::string desc = "Convolution " + Shape{batch, 48, hw, hw}.str() + " w(48, 48, 3, 3)";
-    std::string line;
-    for (const auto& l : dnnl_util::recorded_impls())
-      if (l.find(desc) == 0 && l.find("+affine+relu") != std::string::npos) line = l;
-    ASSERT_FALSE(line.empty()) << desc;
-    EXPECT_EQ(line.find("wino") != std::string::npos, wanted && on && dnnl_util::has_winograd())
-        << line;
-    init(*ex, 3);
-    auto ref = bind_with_off(sym, *ex, {"LOOM_FUSE_CONV_BN", "LOOM_FUSE_EPILOGUE"});
-    ex->forward(false);
-    ref->forward(false);
-    expect_near(host(ex->outputs()[0]), host(ref->outputs()[0]), "inference", 1e-3f);
-  }
+    for (bool on : {true, false}) {
+      SCOPED_TRACE(std::string(on ? "on, batch " : "LOOM_CONV_WINOGRAD_INFER=0, batch ") +
+                   std::to_string(batch));
+      if (!on) setenv("LOOM_CONV_WINOGRAD_INFER", "0", 1);
+      BindOptions o;
+      o.default_req = Req::kNull;
+      auto ex = Executor::simple_bind(sym, {{"data", Shape{batch, 48, hw, hw}}}, o);
+      unsetenv("LOOM_CONV_WINOGRAD_INFER");
+      EXPECT_EQ(ex->fused_affine_pairs(), 1u);
+      // The latest line recorded for this layer's post-op primitive (the record keeps 256).
+      const std::string desc = "Convolution " + Shape{batch, 48, hw, hw}.str() + " w(48, 48, 3, 3)";
+      std::string line;
+      for (const auto& l : dnnl_util::recorded_impls())
+        if (l.find(desc) == 0 && l.find("+affine+relu") != std::string::npos) line = l;
+      ASSERT_FALSE(line.empty()) << desc;
+      EXPECT_EQ(line.find("wino") != std::string::npos, wanted && on && dnnl_util::has_winograd())
+          << line;
+      init(*ex, 3);
+      auto ref = bind_with_off(sym, *ex, {"LOOM_FUSE_CONV_BN", "LOOM_FUSE_EPILOGUE"});
+      ex->forward(false);
+      ref->forward(false);
+      expect_near(host(ex->outputs()[0]), host(ref->outputs()[0]), "inference", 1e-3f);
+    }
 }
 
 }  // namespace
