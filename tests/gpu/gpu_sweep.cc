@@ -5,7 +5,9 @@
 // values.
 //
 // Without a CUDA device (or in a CPU-only build) it prints one line and returns 77, the
-// code ctest is told means "skipped" (SKIP_RETURN_CODE).
+// code ctest is told means "skipped" (SKIP_RETURN_CODE). `--device cpu` runs the "GPU"
+// side on the CPU instead (ctest gpu_op_sweep_harness): it checks the sweep itself, on
+// every machine, over the same ops and samples.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -60,14 +62,18 @@ std::string kind_of(const OpSample& s, size_t i) {
 
 class Sweep {
  public:
+  explicit Sweep(Device dev) : dev_(dev) {}
   int failures = 0, samples = 0, ops = 0;
 
   void run_op(const OpDef& op) {
     ++ops;
+    where_ = op.name;
+    if (op.samples.empty()) fail("the op has a GPU kernel but no samples to sweep");
     for (size_t i = 0; i < op.samples.size(); ++i) run_sample(op, op.samples[i], i);
   }
 
  private:
+  Device dev_;
   std::string where_;
 
   // GPU and CPU agree to float rounding (device libm, fused multiply-adds and reduction
@@ -81,8 +87,8 @@ class Sweep {
     for (int64_t i = 0; i < g.size(); ++i) {
       double want = cpu.at(i), got = g.at(i);
       if (!(std::fabs(got - want) <= 2e-4 + 2e-4 * std::fabs(want))) {
-        fail(what + " element " + std::to_string(i) + ": GPU " + std::to_string(got) +
-             ", CPU " + std::to_string(want));
+        fail(what + " element " + std::to_string(i) + ": GPU " + std::to_string(got) + ", CPU " +
+             std::to_string(want));
         return;
       }
     }
@@ -93,9 +99,9 @@ class Sweep {
     std::printf("FAIL %s: %s\n", where_.c_str(), msg.c_str());
   }
 
-  static std::vector<NDArray> to_gpu(const std::vector<NDArray>& v) {
+  std::vector<NDArray> to_gpu(const std::vector<NDArray>& v) {
     std::vector<NDArray> out;
-    for (const NDArray& a : v) out.push_back(a.is_none() ? NDArray() : a.copy(Device::gpu(0)));
+    for (const NDArray& a : v) out.push_back(a.is_none() ? NDArray() : a.copy(dev_));
     return out;
   }
 
@@ -112,7 +118,7 @@ class Sweep {
   void check(const OpDef& op, const OpSample& s, size_t idx) {
     std::mt19937 rng(4321 + static_cast<unsigned>(idx));
     ImperativeOp cpu(op.name, s.attrs, s.in_shapes);
-    ImperativeOp gpu(op.name, s.attrs, s.in_shapes, {}, Device::gpu(0));
+    ImperativeOp gpu(op.name, s.attrs, s.in_shapes, {}, dev_);
     const OpAttrs& attrs = cpu.attrs();
     std::vector<NDArray> in_c;
     for (size_t i = 0; i < s.in_shapes.size(); ++i)
@@ -138,7 +144,7 @@ class Sweep {
         NDArray old = y.dtype() == DType::kFloat32 ? make_input(y.shape(), "normal", rng)
                                                    : NDArray::zeros(y.shape(), y.dtype());
         acc_c.push_back(old);
-        acc_g.push_back(old.copy(Device::gpu(0)));
+        acc_g.push_back(old.copy(dev_));
       }
       // Fresh inputs: forward may have updated aux states, identically on both sides.
       cpu.forward(in_c, acc_c, add, s.is_train);
@@ -190,28 +196,33 @@ class Sweep {
 }  // namespace
 }  // namespace loom
 
-int main() {
+int main(int argc, char** argv) {
   using namespace loom;
-  if (!device_available(DeviceType::kGPU)) {
+  const bool harness =
+      argc == 3 && std::string(argv[1]) == "--device" && std::string(argv[2]) == "cpu";
+  if (argc > 1 && !harness) {
+    std::fprintf(stderr, "usage: %s [--device cpu]\n", argv[0]);
+    return 2;
+  }
+  size_t with_gpu = 0, cpu_only = 0;
+  for (const OpDef* op : all_ops()) {
+    with_gpu += op->kernels.count(DeviceType::kGPU);
+    cpu_only += op->kernels.count(DeviceType::kCPU) && !op->kernels.count(DeviceType::kGPU);
+  }
+  if (with_gpu == 0) {
+    std::printf("gpu_op_sweep: skipped: no CUDA device (CPU-only build)\n");
+    return kSkipCode;
+  }
+  if (!harness && !device_available(DeviceType::kGPU)) {
     std::printf("gpu_op_sweep: skipped: no CUDA device\n");
     return kSkipCode;
   }
-  Sweep sweep;
-  size_t cpu_only = 0;
-  for (const OpDef* op : all_ops()) {
-    if (kNoSampleOps.count(op->name)) continue;
-    if (!op->kernels.count(DeviceType::kGPU)) {
-      cpu_only += op->kernels.count(DeviceType::kCPU);
-      continue;
-    }
-    sweep.run_op(*op);
-  }
-  std::printf("gpu_op_sweep: %d ops, %d samples, %d failures; %zu ops with a CPU kernel have "
-              "no GPU kernel\n",
-              sweep.ops, sweep.samples, sweep.failures, cpu_only);
-  if (sweep.ops == 0) {
-    std::printf("gpu_op_sweep: no op has a GPU kernel in this build\n");
-    return 1;
-  }
+  Sweep sweep(harness ? Device::cpu() : Device::gpu(0));
+  for (const OpDef* op : all_ops())
+    if (!kNoSampleOps.count(op->name) && op->kernels.count(DeviceType::kGPU)) sweep.run_op(*op);
+  std::printf(
+      "gpu_op_sweep%s: %d ops, %d samples, %d failures; %zu ops with a CPU kernel have "
+      "no GPU kernel\n",
+      harness ? " (CPU on both sides)" : "", sweep.ops, sweep.samples, sweep.failures, cpu_only);
   return sweep.failures ? 1 : 0;
 }
