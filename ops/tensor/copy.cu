@@ -1,5 +1,8 @@
-// GPU kernels for _copy and BlockGrad (registered by copy.cc): forward copies the input,
-// backward passes the gradient through (BlockGrad's executor never asks for it).
+// GPU kernels for _copy and BlockGrad (registered by copy.cc) and the shape-only views of
+// reshape.cc (Reshape, Flatten, expand_dims, squeeze, reshape_like,
+// _identity_with_attr_like_rhs): forward copies the input, backward passes the gradient
+// through (BlockGrad's executor never asks for it); a view's second input (reshape_like's
+// rhs) only lends its shape and gets a zero gradient.
 #include "runtime/cuda/elementwise.cuh"
 
 namespace loom {
@@ -36,10 +39,40 @@ class CopyGpuKernel final : public Kernel {
   }
 };
 
+class ViewGpuKernel final : public Kernel {
+ public:
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    copy_req(ctx, out[0], in[0], req[0]);
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray>,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    copy_req(ctx, ig[0], og[0], req[0]);
+    if (ig.size() > 1 && req[1] != Req::kNull && req[1] != Req::kAdd && ig[1].size() > 0)
+      cuda::check(cudaMemsetAsync(ig[1].raw(), 0, ig[1].nbytes(), cuda::stream_of(ctx)),
+                  "cudaMemsetAsync");
+  }
+};
+
 std::unique_ptr<Kernel> make_copy(const KernelArgs&) { return std::make_unique<CopyGpuKernel>(); }
+
+std::unique_ptr<Kernel> make_view(const KernelArgs& a) {
+  if (a.in_types[0] != a.out_types[0])
+    throw Error("op " + a.attrs.op->name + " (node " + a.attrs.name + "): output dtype " +
+                dtype_name(a.out_types[0]) + " differs from input dtype " +
+                dtype_name(a.in_types[0]));
+  return std::make_unique<ViewGpuKernel>();
+}
 
 LOOM_REGISTER_OP("_copy").kernel(DeviceType::kGPU, make_copy);
 LOOM_REGISTER_OP("BlockGrad").kernel(DeviceType::kGPU, make_copy);
+LOOM_REGISTER_OP("Reshape").kernel(DeviceType::kGPU, make_view);
+LOOM_REGISTER_OP("Flatten").kernel(DeviceType::kGPU, make_view);
+LOOM_REGISTER_OP("expand_dims").kernel(DeviceType::kGPU, make_view);
+LOOM_REGISTER_OP("squeeze").kernel(DeviceType::kGPU, make_view);
+LOOM_REGISTER_OP("reshape_like").kernel(DeviceType::kGPU, make_view);
+LOOM_REGISTER_OP("_identity_with_attr_like_rhs").kernel(DeviceType::kGPU, make_view);
 
 }  // namespace
 }  // namespace loom

@@ -1,0 +1,64 @@
+// GPU kernels of sgd_update, sgd_mom_update and nag_mom_update (registered by sgd.cc): one
+// grid-stride pass over the per-element updates of sgd.h, the functors the CPU kernels run.
+// A learning rate given as an input (lr_input) is read on the device: no host round trip.
+#include "ops/update/sgd.h"
+#include "runtime/cuda/elementwise.cuh"
+
+namespace loom {
+namespace {
+
+// out[i] (=|+=|dropped per `req`) step(lr, w[i], g[i], mom[i]); mom may be null (no state).
+// req: 0 write, 1 add, 2 null (the state is updated all the same, as MXNet does).
+template <class Step>
+__global__ void sgd_family_kernel(Step step, float lr, const float* lr_in, const float* w,
+                                  const float* g, float* mom, float* out, int64_t n, int req) {
+  const float rate = lr_in ? *lr_in : lr;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float m = mom ? mom[i] : 0.f;
+    const float v = step(rate, w[i], g[i], m);
+    if (mom) mom[i] = m;
+    if (req != 2) math::assign_req(out + i, req == 1, v);
+  }
+}
+
+template <class Step, class P, bool kMom>
+class SGDFamilyGpuKernel final : public Kernel {
+ public:
+  explicit SGDFamilyGpuKernel(const KernelArgs& a)
+      : p_(a.attrs.param<P>()), step_(p_), n_(a.in_shapes[0].numel()) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0) return;
+    const int r = req[0] == Req::kNull ? 2 : req[0] == Req::kAdd ? 1 : 0;
+    const float* lr_in = p_.lr_input ? in[kMom ? 3 : 2].data<float>() : nullptr;
+    sgd_family_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        step_, static_cast<float>(p_.lr), lr_in, in[0].data<float>(), in[1].data<float>(),
+        kMom ? in[2].data<float>() : nullptr, out[0].data<float>(), n_, r);
+    cuda::check_launch("sgd_family_kernel");
+  }
+
+ private:
+  P p_;
+  Step step_;
+  int64_t n_;
+};
+
+template <class K>
+KernelFactory make() {
+  return [](const KernelArgs& a) -> std::unique_ptr<Kernel> { return std::make_unique<K>(a); };
+}
+
+using update::SGDMomParam;
+using update::SGDParam;
+LOOM_REGISTER_OP("sgd_update")
+    .kernel(DeviceType::kGPU, make<SGDFamilyGpuKernel<update::SGDStep, SGDParam, false>>());
+LOOM_REGISTER_OP("sgd_mom_update")
+    .kernel(DeviceType::kGPU, make<SGDFamilyGpuKernel<update::SGDMomStep, SGDMomParam, true>>());
+LOOM_REGISTER_OP("nag_mom_update")
+    .kernel(DeviceType::kGPU, make<SGDFamilyGpuKernel<update::NAGMomStep, SGDMomParam, true>>());
+
+}  // namespace
+}  // namespace loom
