@@ -1,8 +1,10 @@
-// GPU kernels of the element-wise loss heads (the ops and their CPU kernels are registered by
-// their own .cc files): the regression outputs, over the functors of regression_math.h that
-// the CPU kernel uses too, and MakeLoss. Loss heads ignore the head gradient.
+// GPU kernels of the loss heads (the ops and their CPU kernels are registered by their own
+// .cc files): the regression outputs, over the functors of regression_math.h that the CPU
+// kernel uses too; MakeLoss; SoftmaxOutput, one thread per (sample, position) group running
+// the per-group functions of softmax_output.h that the CPU kernel runs.
 #include "ops/loss/make_loss.h"
 #include "ops/loss/regression_math.h"
+#include "ops/loss/softmax_output.h"
 #include "runtime/cuda/elementwise.cuh"
 
 namespace loom {
@@ -150,6 +152,102 @@ class MakeLossGpuKernel final : public Kernel {
 
 LOOM_REGISTER_OP("MakeLoss").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
   return std::unique_ptr<Kernel>(std::make_unique<MakeLossGpuKernel>(a));
+});
+
+// ---- SoftmaxOutput ----
+
+__global__ void softmax_output_forward(loss::SoftmaxOutputView v, const float* x, float* y,
+                                       int add) {
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < v.groups();
+       g += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = v.base(g);
+    loss::softmax_strided(x + base, y + base, v.k, v.m, add);
+  }
+}
+
+__global__ void softmax_output_soft_grad(const float* y, const float* l, const float* hg, float* dx,
+                                         int64_t n, float s, int add) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    math::assign_req(dx + i, add, loss::soft_label_grad(y[i], l[i], hg ? hg[i] : 1.f, s));
+}
+
+// *valid += the labels that count for normalization="valid".
+__global__ void softmax_output_count(loss::SoftmaxOutputGrad gr, const float* l, int64_t groups,
+                                     unsigned long long* valid) {
+  unsigned long long mine = 0;
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
+       g += int64_t(gridDim.x) * blockDim.x)
+    mine += static_cast<unsigned long long>(gr.counts(l[g]));
+  if (mine) atomicAdd(valid, mine);
+}
+
+// The scale is gr.scale, or with `valid` (normalization="valid") computed from its count.
+__global__ void softmax_output_grad(loss::SoftmaxOutputView v, loss::SoftmaxOutputGrad gr,
+                                    const float* y, const float* l, const float* hg, float* dx,
+                                    const unsigned long long* valid, int add) {
+  const float s = valid ? gr.valid_scale(static_cast<int64_t>(*valid)) : gr.scale;
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < v.groups();
+       g += int64_t(gridDim.x) * blockDim.x)
+    gr.group(v, g, y, l[g], hg, dx, s, add);
+}
+
+class SoftmaxOutputGpuKernel final : public Kernel {
+ public:
+  explicit SoftmaxOutputGpuKernel(const KernelArgs& a)
+      : p_(a.attrs.param<loss::SoftmaxOutputParam>()),
+        v_(loss::softmax_output_view(a)),
+        gr_(p_, v_) {
+    cuda::require_float32(a);
+  }
+  size_t workspace_bytes() const override {
+    return !v_.soft && p_.normalization == "valid" ? sizeof(unsigned long long) : 0;
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull || v_.size == 0) return;
+    softmax_output_forward<<<cuda::grid_size(v_.groups()), cuda::kBlockSize, 0,
+                             cuda::stream_of(ctx)>>>(v_, in[0].data<float>(), out[0].data<float>(),
+                                                     req[0] == Req::kAdd);
+    cuda::check_launch("softmax_output_forward");
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> out_grad,
+                std::span<const NDArray> in_data, std::span<const NDArray> out_data,
+                std::span<const Req> req, std::span<const NDArray> in_grad) override {
+    if (req[0] == Req::kNull || v_.size == 0) return;
+    cudaStream_t s = cuda::stream_of(ctx);
+    const int add = req[0] == Req::kAdd;
+    const float* y = out_data[0].data<float>();
+    const float* l = in_data[1].data<float>();
+    const float* hg = p_.out_grad ? out_grad[0].data<float>() : nullptr;
+    float* dx = in_grad[0].data<float>();
+    if (v_.soft) {
+      softmax_output_soft_grad<<<cuda::grid_size(v_.size), cuda::kBlockSize, 0, s>>>(
+          y, l, hg, dx, v_.size, p_.grad_scale, add);
+      cuda::check_launch("softmax_output_soft_grad");
+      return;
+    }
+    unsigned long long* valid = nullptr;
+    if (p_.normalization == "valid") {  // counted on the device: no host round trip
+      valid = static_cast<unsigned long long*>(ctx.workspace);
+      cuda::check(cudaMemsetAsync(valid, 0, sizeof *valid, s), "cudaMemsetAsync");
+      softmax_output_count<<<cuda::grid_size(v_.groups()), cuda::kBlockSize, 0, s>>>(
+          gr_, l, v_.groups(), valid);
+      cuda::check_launch("softmax_output_count");
+    }
+    softmax_output_grad<<<cuda::grid_size(v_.groups()), cuda::kBlockSize, 0, s>>>(v_, gr_, y, l, hg,
+                                                                                  dx, valid, add);
+    cuda::check_launch("softmax_output_grad");
+  }
+
+ private:
+  loss::SoftmaxOutputParam p_;
+  loss::SoftmaxOutputView v_;
+  loss::SoftmaxOutputGrad gr_;
+};
+
+LOOM_REGISTER_OP("SoftmaxOutput").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<SoftmaxOutputGpuKernel>(a));
 });
 
 }  // namespace
