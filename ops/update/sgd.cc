@@ -4,7 +4,7 @@
 //   sgd_mom_update: mom ← momentum·mom − lr·wd·w − lr·g;  w ← w + mom
 //   nag_mom_update: g' = g + wd·w;  mom ← momentum·mom − lr·g';  w ← w + momentum·mom − lr·g'
 // Weight decay is added after clipping here (it is clipped with the gradient in Adam). The
-// per-element updates are the functors of sgd.h, shared with the CUDA kernels (sgd.cu).
+// per-element updates are the functors of sgd.h, shared with the CUDA kernels (updates.cu).
 #include "ops/update/sgd.h"
 #include "ops/update/update_util.h"
 
@@ -39,7 +39,7 @@ const auto kSGDMomSchema = mom_schema(true);
 const auto kNAGMomSchema = mom_schema(false);
 
 // One kernel for the three: Step is the per-element update of sgd.h (the CUDA kernels of
-// sgd.cu run the same one); `kMom` = the op has a momentum state (input 2).
+// updates.cu run the same one); `kMom` = the op has a momentum state (input 2).
 template <class Step, class P, bool kMom>
 class SGDFamilyKernel final : public update::UpdateKernel<P> {
  public:

@@ -1,5 +1,5 @@
 // The SGD family (sgd_update, sgd_mom_update, nag_mom_update): parameters and the
-// per-element update, shared by the CPU kernels (sgd.cc) and the CUDA kernels (sgd.cu), so
+// per-element update, shared by the CPU kernels (sgd.cc) and the CUDA kernels (updates.cu), so
 // the CPU tests check the arithmetic the GPU runs. No OpenMP here: .cu files include it.
 #pragma once
 

@@ -112,8 +112,8 @@ const std::vector<NoGpuKernelYet>& no_gpu_kernel_yet() {
       {"not yet: image preprocessing ops",
        {"_image_adjust_lighting", "_image_crop", "_image_flip_left_right", "_image_flip_top_bottom",
         "_image_normalize", "_image_resize", "_image_to_tensor"}},
-      {"not yet: optimizer updates other than the SGD family (shared functors first)",
-       {"_assign", "adam_update", "adamw_update", "_adamw_update", "ftml_update", "ftrl_update",
+      {"not yet: optimizer updates other than the SGD family and Adam (shared functors first)",
+       {"_assign", "adamw_update", "_adamw_update", "ftml_update", "ftrl_update",
         "lamb_update_phase1", "lamb_update_phase2", "mp_sgd_update", "mp_sgd_mom_update",
         "rmsprop_update", "rmspropalex_update", "signsgd_update", "signum_update"}},
       {"not yet: training-step ops (accumulation, EMA, counters, lr, buckets; with the "

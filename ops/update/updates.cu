@@ -1,6 +1,8 @@
-// GPU kernels of sgd_update, sgd_mom_update and nag_mom_update (registered by sgd.cc): one
-// grid-stride pass over the per-element updates of sgd.h, the functors the CPU kernels run.
-// A learning rate given as an input (lr_input) is read on the device: no host round trip.
+// GPU kernels of the optimizer updates sgd_update, sgd_mom_update, nag_mom_update (registered
+// by sgd.cc) and adam_update (adam.cc): one grid-stride pass over the per-element updates of
+// sgd.h / adam.h, the functors the CPU kernels run. A learning rate given as an input
+// (lr_input) is read on the device: no host round trip.
+#include "ops/update/adam.h"
 #include "ops/update/sgd.h"
 #include "runtime/cuda/elementwise.cuh"
 
@@ -59,6 +61,43 @@ LOOM_REGISTER_OP("sgd_mom_update")
     .kernel(DeviceType::kGPU, make<SGDFamilyGpuKernel<update::SGDMomStep, SGDMomParam, true>>());
 LOOM_REGISTER_OP("nag_mom_update")
     .kernel(DeviceType::kGPU, make<SGDFamilyGpuKernel<update::NAGMomStep, SGDMomParam, true>>());
+
+// Adam: two states (mean, var), the learning rate in input 4 with lr_input.
+__global__ void adam_kernel(update::AdamStep step, float lr, const float* lr_in, const float* w,
+                            const float* g, float* mean, float* var, float* out, int64_t n,
+                            int req) {
+  const float rate = lr_in ? *lr_in : lr;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = step(rate, w[i], g[i], mean[i], var[i]);
+    if (req != 2) math::assign_req(out + i, req == 1, v);
+  }
+}
+
+class AdamGpuKernel final : public Kernel {
+ public:
+  explicit AdamGpuKernel(const KernelArgs& a)
+      : p_(a.attrs.param<update::AdamParam>()), step_(p_), n_(a.in_shapes[0].numel()) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0) return;
+    const int r = req[0] == Req::kNull ? 2 : req[0] == Req::kAdd ? 1 : 0;
+    adam_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        step_, static_cast<float>(p_.lr), p_.lr_input ? in[4].data<float>() : nullptr,
+        in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), in[3].data<float>(),
+        out[0].data<float>(), n_, r);
+    cuda::check_launch("adam_kernel");
+  }
+
+ private:
+  update::AdamParam p_;
+  update::AdamStep step_;
+  int64_t n_;
+};
+
+LOOM_REGISTER_OP("adam_update").kernel(DeviceType::kGPU, make<AdamGpuKernel>());
 
 }  // namespace
 }  // namespace loom
