@@ -1,9 +1,12 @@
 // GPU kernels of the optimizer updates sgd_update, sgd_mom_update, nag_mom_update (registered
-// by sgd.cc) and adam_update (adam.cc): one grid-stride pass over the per-element updates of
-// sgd.h / adam.h, the functors the CPU kernels run. A learning rate given as an input
-// (lr_input) is read on the device: no host round trip.
+// by sgd.cc) and adam_update (adam.cc), and of the step-state ops _loom_counter,
+// _loom_step_predicate and _loom_accumulate (step_state.cc): grid-stride passes over the
+// per-element functions of sgd.h, adam.h and step_math.h, which the CPU kernels run. Scalars
+// that are tensors (lr_input, the counter, the `first` flag) are read on the device: no host
+// round trip.
 #include "ops/update/adam.h"
 #include "ops/update/sgd.h"
+#include "ops/update/step_math.h"
 #include "runtime/cuda/elementwise.cuh"
 
 namespace loom {
@@ -98,6 +101,88 @@ class AdamGpuKernel final : public Kernel {
 };
 
 LOOM_REGISTER_OP("adam_update").kernel(DeviceType::kGPU, make<AdamGpuKernel>());
+
+// ---- step state ----
+
+// req: 0 write, 1 add, 2 null (the state changes all the same).
+__device__ __forceinline__ void store_req(float* out, int req, float v) {
+  if (req != 2) math::assign_req(out, req == 1, v);
+}
+int req_code(Req r) { return r == Req::kNull ? 2 : r == Req::kAdd ? 1 : 0; }
+
+__global__ void counter_kernel(float* t, float step, float* out, int req) {
+  store_req(out, req, update::counter_step(t[0], step));
+}
+
+__global__ void predicate_kernel(const float* t, update::PredicateParam p, float* out, int req) {
+  store_req(out, req, update::step_predicate(t[0], p.k, p.r, p.offset));
+}
+
+__global__ void accumulate_kernel(float* acc, const float* g, const float* first, float scale,
+                                  float* out, int64_t n, int req) {
+  const bool is_first = *first != 0.f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    store_req(out + i, req, update::accumulate_step(acc[i], g[i], scale, is_first));
+}
+
+class CounterGpuKernel final : public Kernel {
+ public:
+  explicit CounterGpuKernel(const KernelArgs& a)
+      : step_(static_cast<float>(a.attrs.param<update::CounterParam>().step)) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    counter_kernel<<<1, 1, 0, cuda::stream_of(ctx)>>>(in[0].data<float>(), step_,
+                                                      out[0].data<float>(), req_code(req[0]));
+    cuda::check_launch("counter_kernel");
+  }
+
+ private:
+  float step_;
+};
+
+class PredicateGpuKernel final : public Kernel {
+ public:
+  explicit PredicateGpuKernel(const KernelArgs& a) : p_(a.attrs.param<update::PredicateParam>()) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    predicate_kernel<<<1, 1, 0, cuda::stream_of(ctx)>>>(in[0].data<float>(), p_,
+                                                        out[0].data<float>(), req_code(req[0]));
+    cuda::check_launch("predicate_kernel");
+  }
+
+ private:
+  update::PredicateParam p_;
+};
+
+class AccumulateGpuKernel final : public Kernel {
+ public:
+  explicit AccumulateGpuKernel(const KernelArgs& a)
+      : scale_(static_cast<float>(a.attrs.param<update::AccumulateParam>().scale)),
+        n_(a.in_shapes[0].numel()) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0) return;
+    accumulate_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), scale_, out[0].data<float>(),
+        n_, req_code(req[0]));
+    cuda::check_launch("accumulate_kernel");
+  }
+
+ private:
+  float scale_;
+  int64_t n_;
+};
+
+LOOM_REGISTER_OP("_loom_counter").kernel(DeviceType::kGPU, make<CounterGpuKernel>());
+LOOM_REGISTER_OP("_loom_step_predicate").kernel(DeviceType::kGPU, make<PredicateGpuKernel>());
+LOOM_REGISTER_OP("_loom_accumulate").kernel(DeviceType::kGPU, make<AccumulateGpuKernel>());
 
 }  // namespace
 }  // namespace loom
