@@ -57,7 +57,6 @@ const std::vector<NoGpuKernelYet>& no_gpu_kernel_yet() {
         "_mod",
         "_mod_scalar",
         "_rmod_scalar",
-        "add_n",
         "Cast",
         "amp_cast",
         "amp_multicast"}},
@@ -80,9 +79,9 @@ const std::vector<NoGpuKernelYet>& no_gpu_kernel_yet() {
        {"Concat", "SliceChannel", "_split_v2", "stack", "slice", "slice_axis", "slice_like", "Crop",
         "Pad", "tile", "repeat", "reverse", "transpose", "SwapAxis", "depth_to_space",
         "space_to_depth", "_slice_assign", "_slice_assign_scalar", "diag"}},
-      {"not yet: creation and shape-query ops",
-       {"_zeros", "_ones", "_full", "_arange", "_linspace", "_eye", "zeros_like", "ones_like",
-        "_contrib_arange_like", "shape_array", "size_array", "_contrib_index_array"}},
+      {"not yet: creation ops other than zeros/ones, and shape queries",
+       {"_full", "_arange", "_linspace", "_eye", "_contrib_arange_like", "shape_array",
+        "size_array", "_contrib_index_array"}},
       {"not yet: gathers, scatters, sorting and sequence ops",
        {"Embedding",
         "take",
@@ -198,7 +197,7 @@ const char* const kKnownGpuOps[] = {
     "LogisticRegressionOutput", "MAERegressionOutput", "MakeLoss", "SoftmaxOutput", "sgd_update",
     "sgd_mom_update", "nag_mom_update", "adam_update", "_loom_accumulate", "_loom_counter",
     "_loom_step_predicate", "Reshape", "Flatten", "sum", "mean", "max", "broadcast_add",
-    "broadcast_mul", "FullyConnected", "dot", "batch_dot"};
+    "broadcast_mul", "FullyConnected", "dot", "batch_dot", "add_n", "_zeros", "ones_like"};
 // clang-format on
 
 // The ops that have GPU kernels are exactly the ones off the list, and the known ones are
