@@ -1,10 +1,12 @@
 // GPU kernels of the optimizer updates sgd_update, sgd_mom_update, nag_mom_update (registered
-// by sgd.cc) and adam_update (adam.cc), and of the step-state ops _loom_counter,
-// _loom_step_predicate and _loom_accumulate (step_state.cc): grid-stride passes over the
-// per-element functions of sgd.h, adam.h and step_math.h, which the CPU kernels run. Scalars
-// that are tensors (lr_input, the counter, the `first` flag) are read on the device: no host
-// round trip.
+// by sgd.cc) and adam_update (adam.cc), of the step-state ops _loom_counter,
+// _loom_step_predicate and _loom_accumulate (step_state.cc) and of the model EMA
+// _loom_ema_update and _loom_ema_debias (ema.cc): grid-stride passes over the per-element
+// functions of sgd.h, adam.h, step_math.h and ema_math.h, which the CPU kernels run. Scalars
+// that are tensors (lr_input, the counter, the `first` flag, the EMA's step t and norm) are
+// read on the device: no host round trip.
 #include "ops/update/adam.h"
+#include "ops/update/ema_math.h"
 #include "ops/update/sgd.h"
 #include "ops/update/step_math.h"
 #include "runtime/cuda/elementwise.cuh"
@@ -183,6 +185,81 @@ class AccumulateGpuKernel final : public Kernel {
 LOOM_REGISTER_OP("_loom_counter").kernel(DeviceType::kGPU, make<CounterGpuKernel>());
 LOOM_REGISTER_OP("_loom_step_predicate").kernel(DeviceType::kGPU, make<PredicateGpuKernel>());
 LOOM_REGISTER_OP("_loom_accumulate").kernel(DeviceType::kGPU, make<AccumulateGpuKernel>());
+
+// ---- model EMA ----
+
+// Once per call: the decay for step t (into *d_out, for ema_kernel) and, with zero_debias,
+// the norm's update.
+__global__ void ema_decay_kernel(update::EmaSchedule sch, const float* t, float* norm,
+                                 float* d_out) {
+  const float d = static_cast<float>(sch.decay(static_cast<double>(t[0])));
+  *d_out = d;
+  if (norm) *norm = update::ema_norm_step(d, *norm);
+}
+
+// ema = w on a copy step (d = 0: the old ema is not read), else d·ema + (1 − d)·w.
+__global__ void ema_kernel(const float* decay, float* ema, const float* w, float* out, int64_t n,
+                           int req) {
+  const float d = *decay, om = 1.f - d;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = ema[i] = d == 0.f ? w[i] : update::ema_step(d, om, ema[i], w[i]);
+    store_req(out + i, req, v);
+  }
+}
+
+__global__ void ema_debias_kernel(const float* ema, const float* norm, float* out, int64_t n,
+                                  int req) {
+  const float q = *norm;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    store_req(out + i, req, update::ema_debias(ema[i], q));
+}
+
+class EmaGpuKernel final : public Kernel {
+ public:
+  explicit EmaGpuKernel(const KernelArgs& a)
+      : sch_(update::ema_schedule(a.attrs.param<update::EmaParam>())), n_(a.in_shapes[0].numel()) {
+    cuda::require_float32(a);
+  }
+  size_t workspace_bytes() const override { return sizeof(float); }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    cudaStream_t s = cuda::stream_of(ctx);
+    float* d = static_cast<float*>(ctx.workspace);
+    ema_decay_kernel<<<1, 1, 0, s>>>(sch_, in[2].data<float>(),
+                                     in.size() > 3 ? in[3].data<float>() : nullptr, d);
+    cuda::check_launch("ema_decay_kernel");
+    if (n_ == 0) return;
+    ema_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(
+        d, in[0].data<float>(), in[1].data<float>(), out[0].data<float>(), n_, req_code(req[0]));
+    cuda::check_launch("ema_kernel");
+  }
+
+ private:
+  update::EmaSchedule sch_;
+  int64_t n_;
+};
+
+class EmaDebiasGpuKernel final : public Kernel {
+ public:
+  explicit EmaDebiasGpuKernel(const KernelArgs& a) : n_(a.in_shapes[0].numel()) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0 || req[0] == Req::kNull) return;
+    ema_debias_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        in[0].data<float>(), in[1].data<float>(), out[0].data<float>(), n_, req_code(req[0]));
+    cuda::check_launch("ema_debias_kernel");
+  }
+
+ private:
+  int64_t n_;
+};
+
+LOOM_REGISTER_OP("_loom_ema_update").kernel(DeviceType::kGPU, make<EmaGpuKernel>());
+LOOM_REGISTER_OP("_loom_ema_debias").kernel(DeviceType::kGPU, make<EmaDebiasGpuKernel>());
 
 }  // namespace
 }  // namespace loom
