@@ -75,8 +75,8 @@ const std::vector<NoGpuKernelYet>& no_gpu_kernel_yet() {
         "broadcast_greater", "broadcast_greater_equal", "broadcast_lesser",
         "broadcast_lesser_equal", "broadcast_logical_and", "broadcast_logical_or",
         "broadcast_logical_xor", "broadcast_to", "broadcast_like", "broadcast_axis"}},
-      {"not yet: strided copies (Concat/Slice family, layout changes)",
-       {"Concat", "SliceChannel", "_split_v2", "stack", "slice", "slice_axis", "slice_like", "Crop",
+      {"not yet: strided copies other than Concat and SliceChannel",
+       {"_split_v2", "stack", "slice", "slice_axis", "slice_like", "Crop",
         "Pad", "tile", "repeat", "reverse", "transpose", "SwapAxis", "depth_to_space",
         "space_to_depth", "_slice_assign", "_slice_assign_scalar", "diag"}},
       {"not yet: creation ops other than zeros/ones, and shape queries",
@@ -115,12 +115,13 @@ const std::vector<NoGpuKernelYet>& no_gpu_kernel_yet() {
        {"_assign", "adamw_update", "_adamw_update", "ftml_update", "ftrl_update",
         "lamb_update_phase1", "lamb_update_phase2", "mp_sgd_update", "mp_sgd_mom_update",
         "rmsprop_update", "rmspropalex_update", "signsgd_update", "signum_update"}},
-      {"not yet: training-step ops other than counter, predicate and accumulation (EMA, lr, "
-       "buckets; with the device-side predicate and CUDA Graph capture)",
-       {"_loom_after", "_loom_bucket", "_loom_copy_state", "_loom_ema_debias",
-        "_loom_ema_shard_update", "_loom_ema_update", "_loom_lr"}},
+      {"not yet: training-step ops other than counter, predicate, accumulation and EMA (lr, "
+       "buckets, sharded EMA; with the device-side predicate and CUDA Graph capture)",
+       {"_loom_after", "_loom_bucket", "_loom_copy_state", "_loom_ema_shard_update", "_loom_lr"}},
       {"not yet: data-parallel ops on device buffers (NCCL path of the communicator)",
-       {"_loom_allreduce", "_loom_broadcast_once"}},
+       {"_loom_allreduce", "_loom_allreduce_plan", "_loom_allreduce_start", "_loom_allreduce_wait",
+        "_loom_broadcast_once", "_loom_shard_reduce_scatter", "_loom_shard_update",
+        "_loom_shard_norms", "_loom_shard_all_gather"}},
       {"not yet: vision and detection ops",
        {"BilinearSampler",
         "GridGenerator",
@@ -197,7 +198,8 @@ const char* const kKnownGpuOps[] = {
     "LogisticRegressionOutput", "MAERegressionOutput", "MakeLoss", "SoftmaxOutput", "sgd_update",
     "sgd_mom_update", "nag_mom_update", "adam_update", "_loom_accumulate", "_loom_counter",
     "_loom_step_predicate", "Reshape", "Flatten", "sum", "mean", "max", "broadcast_add",
-    "broadcast_mul", "FullyConnected", "dot", "batch_dot", "add_n", "_zeros", "ones_like"};
+    "broadcast_mul", "FullyConnected", "dot", "batch_dot", "add_n", "_zeros", "ones_like",
+    "_loom_ema_update", "_loom_ema_debias", "Concat", "SliceChannel"};
 // clang-format on
 
 // The ops that have GPU kernels are exactly the ones off the list, and the known ones are
