@@ -45,7 +45,8 @@ const char* kUsage =
 // kUsage with `loom bench`'s and `loom ops`' lines before the --plugin note.
 std::string usage() {
   std::string u = kUsage;
-  return u.insert(u.find("  --plugin LIB.so loads"), std::string(cli::kBenchUsage) + cli::kOpsUsage);
+  return u.insert(u.find("  --plugin LIB.so loads"),
+                  std::string(cli::kBenchUsage) + cli::kOpsUsage);
 }
 
 // Labels of loss heads (inputs whose gradient the op never writes) are not needed for
