@@ -140,30 +140,8 @@ LOOM_REGISTER_OP("SliceChannel")
              .in_shapes = {{2, 3}}});
 
 // ---- slice_axis ----
-struct SliceAxisParam {
-  int axis, begin;
-  std::optional<int> end;
-};
-const auto kSliceAxisSchema =
-    ParamSchema<SliceAxisParam>()
-        .required("axis", &SliceAxisParam::axis, "The axis to slice (negatives allowed).")
-        .required("begin", &SliceAxisParam::begin, "First index (negatives count from the end).")
-        .optional("end", &SliceAxisParam::end, std::optional<int>(),
-                  "One past the last index; None = to the end.");
-
-/// Resolves (axis, begin, end) against a shape; throws ShapeError when the range is empty.
-std::array<int64_t, 3> slice_range(const SliceAxisParam& p, const Shape& s) {
-  const int ax = tensor::norm_axis(p.axis, s.ndim(), "axis");
-  const int64_t n = s[ax];
-  int64_t b = p.begin < 0 ? p.begin + n : p.begin;
-  int64_t e = !p.end ? n : (*p.end < 0 ? *p.end + n : *p.end);
-  if (b < 0 || e > n || b >= e)
-    throw ShapeError("slice_axis: begin=" + std::to_string(p.begin) +
-                     ", end=" + (p.end ? std::to_string(*p.end) : std::string("None")) +
-                     " is not a non-empty range of axis " + std::to_string(p.axis) +
-                     " of input 0 (data) with shape " + s.str());
-  return {ax, b, e};
-}
+using tensor::slice_range;
+using tensor::SliceAxisParam;
 
 // Partial input: the other axes pass through (0 = unknown stays 0); an unknown sliced axis
 // leaves its output size unknown.
@@ -220,7 +198,7 @@ class SliceAxisKernel final : public Kernel {
 
 LOOM_REGISTER_OP("slice_axis")
     .describe("Takes entries [begin, end) along one axis.")
-    .params(kSliceAxisSchema)
+    .params(tensor::slice_axis_schema())
     .shape_fn(infer_slice_axis)
     .deps(GradDeps{true, false, false})
     .cpu<SliceAxisKernel>()

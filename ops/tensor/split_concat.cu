@@ -1,4 +1,5 @@
-// GPU kernels of Concat and SliceChannel (registered by concat.cc and slice_channel.cc): the
+// GPU kernels of Concat, SliceChannel and slice_axis (registered by concat.cc and
+// slice_channel.cc): the
 // row views of split_concat.h, which the CPU kernels use, moved with cudaMemcpy2DAsync (any
 // dtype) or, to add, a float32 kernel.
 #include "ops/tensor/split_concat.h"
@@ -131,8 +132,46 @@ class SliceChannelGpuKernel final : public Kernel {
   int64_t piece_ = 0;
 };
 
+class SliceAxisGpuKernel final : public Kernel {
+ public:
+  explicit SliceAxisGpuKernel(const KernelArgs& a) : elem_(element_size(a)), t_(a.in_types[0]) {
+    auto [ax, b, e] = tensor::slice_range(a.attrs.param<tensor::SliceAxisParam>(), a.in_shapes[0]);
+    s_ = tensor::split3(a.in_shapes[0], static_cast<int>(ax));
+    begin_ = b * s_.inner;
+    len_ = (e - b) * s_.inner;
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    require_add_f32(req[0], t_, "slice_axis");
+    const char* x = static_cast<const char*>(in[0].raw());
+    move_rows(cuda::stream_of(ctx), x + begin_ * static_cast<int64_t>(elem_), s_.dim * s_.inner,
+              out[0].raw(), len_, s_.outer, len_, elem_, req[0]);
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray>,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull) return;
+    require_add_f32(req[0], t_, "slice_axis");
+    cudaStream_t s = cuda::stream_of(ctx);
+    if (req[0] != Req::kAdd && ig[0].size() > 0)  // outside the slice the gradient is zero
+      cuda::check(cudaMemsetAsync(ig[0].raw(), 0, ig[0].nbytes(), s), "cudaMemsetAsync");
+    char* dx = static_cast<char*>(ig[0].raw());
+    move_rows(s, og[0].raw(), len_, dx + begin_ * static_cast<int64_t>(elem_), s_.dim * s_.inner,
+              s_.outer, len_, elem_, req[0]);
+  }
+
+ private:
+  size_t elem_;
+  DType t_;
+  tensor::Split3 s_;
+  int64_t begin_ = 0, len_ = 0;
+};
+
 LOOM_REGISTER_OP("Concat").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
   return std::unique_ptr<Kernel>(std::make_unique<ConcatGpuKernel>(a));
+});
+LOOM_REGISTER_OP("slice_axis").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<SliceAxisGpuKernel>(a));
 });
 LOOM_REGISTER_OP("SliceChannel").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
   return std::unique_ptr<Kernel>(std::make_unique<SliceChannelGpuKernel>(a));

@@ -1,9 +1,12 @@
-// Concat's and SliceChannel's parameters and their row views, shared by the CPU kernels
-// (concat.cc, slice_channel.cc) and the CUDA kernels (split_concat.cu). Both move rows: the
-// arrays are (outer, dim, inner) around the axis, and each piece is `outer` rows of
-// piece-size runs inside the whole's rows.
+// Concat's, SliceChannel's and slice_axis's parameters and their row views, shared by the
+// CPU kernels (concat.cc, slice_channel.cc) and the CUDA kernels (split_concat.cu). Both move rows:
+// the arrays are (outer, dim, inner) around the axis, and each piece is `outer` rows of piece-size
+// runs inside the whole's rows.
 #pragma once
 
+#include <array>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "ops/infer.h"
@@ -64,6 +67,33 @@ inline Split3 split3(const Shape& s, int ax) {
   r.dim = s[ax];
   for (int d = ax + 1; d < s.ndim(); ++d) r.inner *= s[d];
   return r;
+}
+
+/// slice_axis: entries [begin, end) along one axis.
+struct SliceAxisParam {
+  int axis, begin;
+  std::optional<int> end;
+};
+inline ParamSchema<SliceAxisParam> slice_axis_schema() {
+  return ParamSchema<SliceAxisParam>()
+      .required("axis", &SliceAxisParam::axis, "The axis to slice (negatives allowed).")
+      .required("begin", &SliceAxisParam::begin, "First index (negatives count from the end).")
+      .optional("end", &SliceAxisParam::end, std::optional<int>(),
+                "One past the last index; None = to the end.");
+}
+
+/// Resolves (axis, begin, end) against a shape; throws ShapeError when the range is empty.
+inline std::array<int64_t, 3> slice_range(const SliceAxisParam& p, const Shape& s) {
+  const int ax = norm_axis(p.axis, s.ndim(), "axis");
+  const int64_t n = s[ax];
+  int64_t b = p.begin < 0 ? p.begin + n : p.begin;
+  int64_t e = !p.end ? n : (*p.end < 0 ? *p.end + n : *p.end);
+  if (b < 0 || e > n || b >= e)
+    throw ShapeError("slice_axis: begin=" + std::to_string(p.begin) +
+                     ", end=" + (p.end ? std::to_string(*p.end) : std::string("None")) +
+                     " is not a non-empty range of axis " + std::to_string(p.axis) +
+                     " of input 0 (data) with shape " + s.str());
+  return {ax, b, e};
 }
 
 }  // namespace loom::tensor

@@ -75,9 +75,9 @@ const std::vector<NoGpuKernelYet>& no_gpu_kernel_yet() {
         "broadcast_greater", "broadcast_greater_equal", "broadcast_lesser",
         "broadcast_lesser_equal", "broadcast_logical_and", "broadcast_logical_or",
         "broadcast_logical_xor", "broadcast_to", "broadcast_like", "broadcast_axis"}},
-      {"not yet: strided copies other than Concat and SliceChannel",
-       {"_split_v2", "stack", "slice", "slice_axis", "slice_like", "Crop", "Pad", "tile", "repeat",
-        "reverse", "transpose", "SwapAxis", "depth_to_space", "space_to_depth", "_slice_assign",
+      {"not yet: strided copies other than Concat, SliceChannel and slice_axis",
+       {"_split_v2", "stack", "slice", "slice_like", "Crop", "Pad", "tile", "repeat", "reverse",
+        "transpose", "SwapAxis", "depth_to_space", "space_to_depth", "_slice_assign",
         "_slice_assign_scalar", "diag"}},
       {"not yet: creation ops other than zeros/ones, and shape queries",
        {"_full", "_arange", "_linspace", "_eye", "_contrib_arange_like", "shape_array",
@@ -198,7 +198,7 @@ const char* const kKnownGpuOps[] = {
     "sgd_mom_update", "nag_mom_update", "adam_update", "_loom_accumulate", "_loom_counter",
     "_loom_step_predicate", "Reshape", "Flatten", "sum", "mean", "max", "broadcast_add",
     "broadcast_mul", "FullyConnected", "dot", "batch_dot", "add_n", "_zeros", "ones_like",
-    "_loom_ema_update", "_loom_ema_debias", "Concat", "SliceChannel", "Embedding"};
+    "_loom_ema_update", "_loom_ema_debias", "Concat", "SliceChannel", "Embedding", "slice_axis"};
 // clang-format on
 
 // The ops that have GPU kernels are exactly the ones off the list, and the known ones are
