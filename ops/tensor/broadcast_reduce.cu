@@ -5,6 +5,7 @@
 // elemwise_math.h that the CPU kernels use. float32 only.
 #include <cmath>
 
+#include "ops/tensor/device_plans.cuh"
 #include "ops/tensor/reduce_axes.h"
 #include "ops/tensor/reduce_math.h"
 #include "runtime/cuda/elementwise.cuh"
@@ -13,42 +14,6 @@ namespace loom {
 namespace {
 
 // ---- index plans on the device ----
-
-constexpr int kMaxDims = 8;
-
-/// A tensor::BcastPlan as a kernel argument: collapsed output dims and operand strides.
-struct DevBcast {
-  int nd = 0;
-  int64_t dims[kMaxDims] = {}, sa[kMaxDims] = {}, sb[kMaxDims] = {};
-};
-
-DevBcast device_plan(const tensor::BcastPlan& p, const KernelArgs& a) {
-  if (p.dims.size() > static_cast<size_t>(kMaxDims))
-    throw ShapeError("op " + a.attrs.op->name + " (node " + a.attrs.name + "): the GPU kernel " +
-                     "handles at most " + std::to_string(kMaxDims) + " broadcast runs, got " +
-                     std::to_string(p.dims.size()));
-  DevBcast d;
-  d.nd = static_cast<int>(p.dims.size());
-  for (int k = 0; k < d.nd; ++k) {
-    d.dims[k] = p.dims[static_cast<size_t>(k)];
-    d.sa[k] = p.sa[static_cast<size_t>(k)];
-    d.sb[k] = p.sb[static_cast<size_t>(k)];
-  }
-  return d;
-}
-
-/// The operands' element indices of output element o.
-__device__ __forceinline__ void bcast_index(const DevBcast& p, int64_t o, int64_t& ia,
-                                            int64_t& ib) {
-  ia = 0;
-  ib = 0;
-  for (int d = p.nd - 1; d >= 0; --d) {
-    const int64_t idx = o % p.dims[d];
-    o /= p.dims[d];
-    ia += idx * p.sa[d];
-    ib += idx * p.sb[d];
-  }
-}
 
 /// A tensor::ReducePlan with its offset tables copied to the device once.
 class DevReduce {
@@ -128,12 +93,12 @@ struct DataGrad : G {
 // dx[i] (=|+=) scale * G::grad(g[o], x[i], y[o]) with o the output element of input i
 // (`p`: the plan of the kept-dims shape broadcast to the input, operand a = the output).
 template <class G>
-__global__ void reduce_backward_kernel(DevBcast p, const float* g, const float* x, const float* y,
-                                       float* dx, int64_t n, float scale, int add) {
+__global__ void reduce_backward_kernel(cuda::DevBcast p, const float* g, const float* x,
+                                       const float* y, float* dx, int64_t n, float scale, int add) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t o, unused;
-    bcast_index(p, i, o, unused);
+    cuda::bcast_index(p, i, o, unused);
     const float v = G::kReadsData ? G::grad(g[o], x[i], y[o]) : G::grad(g[o], 0.f, 0.f);
     math::assign_req(dx + i, add, v * scale);
   }
@@ -147,7 +112,7 @@ class ReduceGpuKernel final : public Kernel {
     const Shape& in = a.in_shapes[0];
     const Shape keep = tensor::axes_keep_shape(tensor::axes_schema().parse(a.attrs.dict), in);
     plan_ = DevReduce(tensor::make_reduce_plan(in, keep), a.device);
-    back_ = device_plan(tensor::make_bcast_plan(keep, in, in), a);
+    back_ = cuda::device_plan(tensor::make_bcast_plan(keep, in, in), a);
     n_in_ = in.numel();
     const int64_t n_red = keep.numel() ? n_in_ / keep.numel() : 1;
     scale_ = kMean ? 1.f / static_cast<float>(n_red) : 1.f;
@@ -173,7 +138,7 @@ class ReduceGpuKernel final : public Kernel {
 
  private:
   DevReduce plan_;
-  DevBcast back_;
+  cuda::DevBcast back_;
   int64_t n_in_ = 0;
   float scale_ = 1.f;
 };
@@ -199,24 +164,24 @@ LOOM_REGISTER_OP("prod").kernel(
 // ---- broadcast binary ops ----
 
 template <class F>
-__global__ void bcast_forward_kernel(DevBcast p, const float* a, const float* b, float* y,
+__global__ void bcast_forward_kernel(cuda::DevBcast p, const float* a, const float* b, float* y,
                                      int64_t n, int add) {
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < n;
        o += int64_t(gridDim.x) * blockDim.x) {
     int64_t ia, ib;
-    bcast_index(p, o, ia, ib);
+    cuda::bcast_index(p, o, ia, ib);
     math::assign_req(y + o, add, F::f(a[ia], b[ib]));
   }
 }
 
 // dst[o] (=|+=) g[o] * dF/d(operand k) at output element o (over the output's shape).
 template <class F, int K>
-__global__ void bcast_grad_kernel(DevBcast p, const float* g, const float* a, const float* b,
+__global__ void bcast_grad_kernel(cuda::DevBcast p, const float* g, const float* a, const float* b,
                                   float* dst, int64_t n, int add) {
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < n;
        o += int64_t(gridDim.x) * blockDim.x) {
     int64_t ia, ib;
-    bcast_index(p, o, ia, ib);
+    cuda::bcast_index(p, o, ia, ib);
     const float d = K == 0 ? F::da(a[ia], b[ib]) : F::db(a[ia], b[ib]);
     math::assign_req(dst + o, add, g[o] * d);
   }
@@ -228,8 +193,8 @@ template <class F>
 class BroadcastGpuKernel final : public Kernel {
  public:
   explicit BroadcastGpuKernel(const KernelArgs& a)
-      : plan_(device_plan(tensor::make_bcast_plan(a.in_shapes[0], a.in_shapes[1], a.out_shapes[0]),
-                          a)),
+      : plan_(cuda::device_plan(
+            tensor::make_bcast_plan(a.in_shapes[0], a.in_shapes[1], a.out_shapes[0]), a)),
         n_(a.out_shapes[0].numel()) {
     cuda::require_float32(a);
     const Shape& out = a.out_shapes[0];
@@ -281,7 +246,7 @@ class BroadcastGpuKernel final : public Kernel {
   }
 
  private:
-  DevBcast plan_;
+  cuda::DevBcast plan_;
   int64_t n_;
   bool reduce_[2] = {false, false};
   DevReduce red_[2];

@@ -103,10 +103,10 @@ const std::vector<NoGpuKernelYet>& no_gpu_kernel_yet() {
         "SequenceReverse",
         "im2col",
         "col2im"}},
-      {"not yet: random ops (need a counter-based generator with a documented seed rule)",
-       {"Dropout", "_image_random_brightness", "_image_random_color_jitter",
-        "_image_random_contrast", "_image_random_flip_left_right", "_image_random_flip_top_bottom",
-        "_image_random_hue", "_image_random_lighting", "_image_random_saturation"}},
+      {"not yet: random image ops",
+       {"_image_random_brightness", "_image_random_color_jitter", "_image_random_contrast",
+        "_image_random_flip_left_right", "_image_random_flip_top_bottom", "_image_random_hue",
+        "_image_random_lighting", "_image_random_saturation"}},
       {"not yet: image preprocessing ops",
        {"_image_adjust_lighting", "_image_crop", "_image_flip_left_right", "_image_flip_top_bottom",
         "_image_normalize", "_image_resize", "_image_to_tensor"}},
@@ -198,7 +198,7 @@ const char* const kKnownGpuOps[] = {
     "sgd_mom_update", "nag_mom_update", "adam_update", "_loom_accumulate", "_loom_counter",
     "_loom_step_predicate", "Reshape", "Flatten", "sum", "mean", "max", "broadcast_add",
     "broadcast_mul", "FullyConnected", "dot", "batch_dot", "add_n", "_zeros", "ones_like",
-    "_loom_ema_update", "_loom_ema_debias", "Concat", "SliceChannel", "Embedding", "slice_axis"};
+    "_loom_ema_update", "_loom_ema_debias", "Concat", "SliceChannel", "Embedding", "slice_axis", "Dropout"};
 // clang-format on
 
 // The ops that have GPU kernels are exactly the ones off the list, and the known ones are
