@@ -1,5 +1,6 @@
 // GPU kernels of the reductions over axes (sum, mean, max, min, prod; registered by
-// reduce.cc) and of the arithmetic broadcast ops (broadcast_add, ...; broadcast_binary.cc).
+// reduce.cc) and of the broadcast arithmetic and comparison ops (broadcast_add,
+// broadcast_equal, ...; broadcast_binary.cc).
 // The index plans are the CPU kernels' own (tensor_util.h: make_reduce_plan,
 // make_bcast_plan), built once at bind; the arithmetic is the functors of reduce_math.h and
 // elemwise_math.h that the CPU kernels use. float32 only.
@@ -262,6 +263,26 @@ LOOM_REGISTER_OP("broadcast_minimum")
     .kernel(DeviceType::kGPU, make<BroadcastGpuKernel<math::Minimum>>());
 LOOM_REGISTER_OP("broadcast_power")
     .kernel(DeviceType::kGPU, make<BroadcastGpuKernel<math::Power>>());
+
+// The broadcast comparisons (broadcast_equal, ...; zero gradient) over math::cmp functors.
+template <class F>
+void reg(const char* name) {
+  register_op(std::string("broadcast_") + name)
+      .kernel(DeviceType::kGPU, make<BroadcastGpuKernel<F>>());
+}
+[[maybe_unused]] const bool kComparisons = [] {
+  using namespace math::cmp;
+  reg<Equal>("equal");
+  reg<NotEqual>("not_equal");
+  reg<Greater>("greater");
+  reg<GreaterEqual>("greater_equal");
+  reg<Lesser>("lesser");
+  reg<LesserEqual>("lesser_equal");
+  reg<LogicalAnd>("logical_and");
+  reg<LogicalOr>("logical_or");
+  reg<LogicalXor>("logical_xor");
+  return true;
+}();
 
 }  // namespace
 }  // namespace loom

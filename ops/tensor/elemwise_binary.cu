@@ -1,6 +1,6 @@
-// GPU kernels for the same-shape binary ops (elemwise_add, _maximum, ...) and add_n (the ops
-// and their CPU kernels are registered by elemwise_binary.cc). Arithmetic from the functors
-// in ops/elemwise_math.h.
+// GPU kernels for the same-shape binary ops (elemwise_add, _maximum, _equal, ...) and add_n (the
+// ops and their CPU kernels are registered by elemwise_binary.cc). Arithmetic from the functors in
+// ops/elemwise_math.h.
 #include "runtime/cuda/elementwise.cuh"
 
 namespace loom {
@@ -130,6 +130,25 @@ LOOM_REGISTER_OP("add_n").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
   cuda::require_float32(a);
   return std::unique_ptr<Kernel>(std::make_unique<AddNGpuKernel>());
 });
+
+// The comparisons (_equal, ...; zero gradient): the same kernel over math::cmp functors.
+template <class F>
+void reg(const char* name) {
+  register_op(std::string("_") + name).kernel(DeviceType::kGPU, binary_gpu<F>());
+}
+[[maybe_unused]] const bool kComparisons = [] {
+  using namespace math::cmp;
+  reg<Equal>("equal");
+  reg<NotEqual>("not_equal");
+  reg<Greater>("greater");
+  reg<GreaterEqual>("greater_equal");
+  reg<Lesser>("lesser");
+  reg<LesserEqual>("lesser_equal");
+  reg<LogicalAnd>("logical_and");
+  reg<LogicalOr>("logical_or");
+  reg<LogicalXor>("logical_xor");
+  return true;
+}();
 
 }  // namespace
 }  // namespace loom

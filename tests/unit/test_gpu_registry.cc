@@ -60,21 +60,12 @@ const std::vector<NoGpuKernelYet>& no_gpu_kernel_yet() {
         "Cast",
         "amp_cast",
         "amp_multicast"}},
-      {"not yet: comparisons and logical ops (non-differentiable element-wise)",
-       {"_equal", "_not_equal", "_greater", "_greater_equal", "_lesser", "_lesser_equal",
-        "_logical_and", "_logical_or", "_logical_xor", "_equal_scalar", "_not_equal_scalar",
-        "_greater_scalar", "_greater_equal_scalar", "_lesser_scalar", "_lesser_equal_scalar",
-        "_logical_and_scalar", "_logical_or_scalar", "_logical_xor_scalar"}},
       {"not yet: reductions other than sum/mean/max/min/prod (NaN-aware, norms, arg-, "
        "finiteness)",
        {"nansum", "nanprod", "norm", "_square_sum", "argmax", "argmin", "argmax_channel",
         "all_finite", "multi_all_finite", "_histogram", "_contrib_allclose"}},
-      {"not yet: broadcast ops other than +-*/, max, min, power (comparisons need their "
-       "dtype rules; shape-only broadcasts)",
-       {"broadcast_hypot", "broadcast_mod", "broadcast_equal", "broadcast_not_equal",
-        "broadcast_greater", "broadcast_greater_equal", "broadcast_lesser",
-        "broadcast_lesser_equal", "broadcast_logical_and", "broadcast_logical_or",
-        "broadcast_logical_xor", "broadcast_to", "broadcast_like", "broadcast_axis"}},
+      {"not yet: broadcast ops hypot and mod, and the shape-only broadcasts",
+       {"broadcast_hypot", "broadcast_mod", "broadcast_to", "broadcast_like", "broadcast_axis"}},
       {"not yet: strided copies other than Concat, SliceChannel and slice_axis",
        {"_split_v2", "stack", "slice", "slice_like", "Crop", "Pad", "tile", "repeat", "reverse",
         "transpose", "SwapAxis", "depth_to_space", "space_to_depth", "_slice_assign",
@@ -198,7 +189,7 @@ const char* const kKnownGpuOps[] = {
     "sgd_mom_update", "nag_mom_update", "adam_update", "_loom_accumulate", "_loom_counter",
     "_loom_step_predicate", "Reshape", "Flatten", "sum", "mean", "max", "broadcast_add",
     "broadcast_mul", "FullyConnected", "dot", "batch_dot", "add_n", "_zeros", "ones_like",
-    "_loom_ema_update", "_loom_ema_debias", "Concat", "SliceChannel", "Embedding", "slice_axis", "Dropout"};
+    "_loom_ema_update", "_loom_ema_debias", "Concat", "SliceChannel", "Embedding", "slice_axis", "Dropout", "_equal", "broadcast_greater", "_lesser_scalar"};
 // clang-format on
 
 // The ops that have GPU kernels are exactly the ones off the list, and the known ones are
