@@ -360,6 +360,30 @@ struct SmoothL1 {
   LOOM_HD static T db(T, T) { return T(0.); }
 };
 
+/// Comparison and logical functors (MXNet's legacy eq/ne/gt/ge/lt/le/logical_*): 1 or 0 in
+/// the operands' type, zero gradient. Exact on every type, integers included.
+namespace cmp {
+#define LOOM_CMP_FUNCTOR(Name, expr)                         \
+  struct Name {                                              \
+    template <class T>                                       \
+    LOOM_HD static T f(T a, T b) { return (expr) ? T(1) : T(0); } \
+    template <class T>                                       \
+    LOOM_HD static T da(T, T) { return T(0); }               \
+    template <class T>                                       \
+    LOOM_HD static T db(T, T) { return T(0); }               \
+  };
+LOOM_CMP_FUNCTOR(Equal, a == b)
+LOOM_CMP_FUNCTOR(NotEqual, a != b)
+LOOM_CMP_FUNCTOR(Greater, a > b)
+LOOM_CMP_FUNCTOR(GreaterEqual, a >= b)
+LOOM_CMP_FUNCTOR(Lesser, a < b)
+LOOM_CMP_FUNCTOR(LesserEqual, a <= b)
+LOOM_CMP_FUNCTOR(LogicalAnd, a != T(0) && b != T(0))
+LOOM_CMP_FUNCTOR(LogicalOr, a != T(0) || b != T(0))
+LOOM_CMP_FUNCTOR(LogicalXor, (a != T(0)) != (b != T(0)))
+#undef LOOM_CMP_FUNCTOR
+}  // namespace cmp
+
 /// Applies an output request: kWrite/kInplace store, kAdd accumulates.
 LOOM_HD void assign_req(float* dst, int req_add, float v) {
   if (req_add) *dst += v;

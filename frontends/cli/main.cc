@@ -14,6 +14,7 @@
 #include "frontends/cli/args.h"
 #include "frontends/cli/bench.h"
 #include "frontends/cli/draw.h"
+#include "frontends/cli/ops.h"
 #include "graph/infer.h"
 #include "graph/json.h"
 #include "ops/custom/custom_op.h"
@@ -41,10 +42,11 @@ const char* kUsage =
     "      FILE.svg / .png / .pdf (runs Graphviz's dot). --shape labels edges with shapes.\n"
     "  --plugin LIB.so loads a library that registers custom operators (any command).\n";
 
-// kUsage with `loom bench`'s lines before the --plugin note.
+// kUsage with `loom bench`'s and `loom ops`' lines before the --plugin note.
 std::string usage() {
   std::string u = kUsage;
-  return u.insert(u.find("  --plugin LIB.so loads"), cli::kBenchUsage);
+  return u.insert(u.find("  --plugin LIB.so loads"),
+                  std::string(cli::kBenchUsage) + cli::kOpsUsage);
 }
 
 // Labels of loss heads (inputs whose gradient the op never writes) are not needed for
@@ -256,6 +258,7 @@ int main(int argc, char** argv) {
     if (cmd == "info") return cmd_info(args);
     if (cmd == "draw") return cmd_draw(args);
     if (cmd == "bench") return cli::cmd_bench(args);
+    if (cmd == "ops") return cli::cmd_ops(args);
     throw UsageError("unknown command '" + cmd + "'");
   } catch (const UsageError& e) {
     std::cerr << "loom: " << e.what() << "\n" << usage();

@@ -5,12 +5,7 @@
 namespace loom {
 namespace {
 
-struct LinearRegression {
-  static float forward(float x) { return x; }
-  static float grad(float y, float label) { return y - label; }
-};
-
-[[maybe_unused]] OpDef& registered = loss::register_regression_output<LinearRegression>(
+[[maybe_unused]] OpDef& registered = loss::register_regression_output<loss::LinearRegression>(
     "LinearRegressionOutput",
     "Identity in forward; in backward the gradient of the squared loss "
         "0.5 * sum((data - label)^2) / K, K = outputs per sample.")

@@ -1,17 +1,11 @@
 // LogisticRegressionOutput: y = sigmoid(x); grad = (grad_scale / K) * (y - label)
 // (spec 4.2), the gradient of the binary cross-entropy. The head gradient is ignored.
-#include "ops/elemwise_math.h"
 #include "ops/loss/regression_output.h"
 
 namespace loom {
 namespace {
 
-struct LogisticRegression {
-  static float forward(float x) { return math::Sigmoid::f(x); }
-  static float grad(float y, float label) { return y - label; }
-};
-
-[[maybe_unused]] OpDef& registered = loss::register_regression_output<LogisticRegression>(
+[[maybe_unused]] OpDef& registered = loss::register_regression_output<loss::LogisticRegression>(
     "LogisticRegressionOutput",
     "Sigmoid in forward; in backward the gradient of the binary cross-entropy "
         "(sigmoid(data) - label) * grad_scale / K, K = outputs per sample.")

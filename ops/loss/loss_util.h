@@ -35,7 +35,7 @@ inline void store(float* dst, Req req, float v) { math::assign_req(dst, req == R
 
 /// MXNet's label-to-class conversion: C truncation of the float label. Where that cast is
 /// undefined (NaN, |label| >= 2^31) x86 gives INT32_MIN; that value is returned instead.
-inline int64_t class_of(float label) {
+LOOM_HD int64_t class_of(float label) {
   if (!(label > -2147483648.f && label < 2147483648.f)) return INT32_MIN;
   return static_cast<int>(label);
 }

@@ -5,12 +5,7 @@
 namespace loom {
 namespace {
 
-struct MAERegression {
-  static float forward(float x) { return x; }
-  static float grad(float y, float label) { return y - label > 0.f ? 1.f : -1.f; }
-};
-
-[[maybe_unused]] OpDef& registered = loss::register_regression_output<MAERegression>(
+[[maybe_unused]] OpDef& registered = loss::register_regression_output<loss::MAERegression>(
     "MAERegressionOutput",
     "Identity in forward; in backward the (sub)gradient of the absolute loss "
         "sum(|data - label|) / K, with -1 where data == label.")

@@ -1,33 +1,14 @@
 // MakeLoss (MXNet's legacy op, src/operator/make_loss.cc): identity forward; backward writes
 // a constant gradient, so the implied loss is grad_scale * sum(data), normalised (spec 4.4).
 // The lower-case `make_loss` lives in make_loss_unary.cc.
-#include "ops/loss/loss_util.h"
+#include "ops/loss/make_loss.h"
 
 namespace loom {
 namespace {
 
-struct MakeLossParam {
-  float grad_scale;
-  float valid_thresh;
-  std::string normalization;
-};
-
-ParamSchema<MakeLossParam> make_loss_schema() {
-  using P = MakeLossParam;
-  return ParamSchema<P>()
-      .optional("grad_scale", &P::grad_scale, 1.0f,
-                "Gradient scale as a supplement to the "
-                "unary and binary operators.")
-      .optional("valid_thresh", &P::valid_thresh, 0.0f,
-                "Elements greater than valid_thresh count as valid for normalization='valid'.")
-      .choice("normalization", &P::normalization, loss::normalization_choices(), "null",
-              "Gradient normalisation: null (none), batch (divide by the first dimension), "
-              "valid (divide by the number of elements above valid_thresh).");
-}
-
 class MakeLossKernel final : public Kernel {
  public:
-  explicit MakeLossKernel(const KernelArgs& a) : p_(a.attrs.param<MakeLossParam>()) {
+  explicit MakeLossKernel(const KernelArgs& a) : p_(a.attrs.param<loss::MakeLossParam>()) {
     loss::require_float32(a);
     size_ = a.in_shapes[0].numel();
     batch_ = a.in_shapes[0].ndim() > 0 ? a.in_shapes[0][0] : 1;
@@ -64,7 +45,7 @@ class MakeLossKernel final : public Kernel {
   }
 
  private:
-  MakeLossParam p_;
+  loss::MakeLossParam p_;
   int64_t size_ = 0, batch_ = 1;
 };
 
@@ -72,11 +53,11 @@ LOOM_REGISTER_OP("MakeLoss")
     .describe(
         "Identity in forward; marks its input as a loss: backward ignores the head "
         "gradient and writes grad_scale (optionally normalised) to every element.")
-    .params(make_loss_schema())
+    .params(loss::make_loss_schema())
     .inputs({"data"})
     .outputs({"output"})
     .deps([](const OpAttrs& a) {
-      return GradDeps{false, false, a.param<MakeLossParam>().normalization == "valid"};
+      return GradDeps{false, false, a.param<loss::MakeLossParam>().normalization == "valid"};
     })
     .inplace_pairs({{0, 0}})
     .cpu<MakeLossKernel>()

@@ -1,18 +1,14 @@
 // The regression output heads (spec 4.2), shared by linear_regression_output.cc,
-// logistic_regression_output.cc and mae_regression_output.cc. Each op supplies a functor
-//   struct F { static float forward(float x); static float grad(float y, float label); };
-// and registers itself with `register_regression_output<F>(name, doc)`.
+// logistic_regression_output.cc and mae_regression_output.cc: the CPU kernel over a functor
+// of regression_math.h (the GPU kernel of loss_heads.cu uses the same functors), and
+// `register_regression_output<F>(name, doc)`, which each op calls.
 #pragma once
 
 #include "ops/infer.h"
 #include "ops/loss/loss_util.h"
+#include "ops/loss/regression_math.h"
 
 namespace loom::loss {
-
-/// Parameters of the three regression outputs.
-struct RegressionOutputParam {
-  float grad_scale;
-};
 
 /// Label shape rule: unknown label = data shape, except data (N, 1) gives (N,); a given
 /// label must have the data's first dimension and total size.
@@ -43,9 +39,8 @@ class RegressionOutputKernel final : public Kernel {
   explicit RegressionOutputKernel(const KernelArgs& a)
       : grad_scale_(a.attrs.param<RegressionOutputParam>().grad_scale) {
     require_float32(a);
-    const Shape& l = a.in_shapes[1];
     size_ = a.in_shapes[0].numel();
-    per_sample_ = static_cast<float>(l.numel() / l[0]);
+    per_sample_ = regression_per_sample(a.in_shapes[1]);
   }
 
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,

@@ -1,52 +1,15 @@
 // SoftmaxOutput (alias Softmax): softmax forward, cross-entropy gradient backward (spec 4.1).
 // The head gradient is ignored unless `out_grad`; the label never receives a gradient.
-#include <cmath>
 #include <cstdio>
 #include <mutex>
 
 #include "ops/infer.h"
-#include "ops/loss/loss_util.h"
+#include "ops/loss/softmax_output.h"
 
 namespace loom {
 namespace {
 
-struct SoftmaxOutputParam {
-  float grad_scale;
-  float ignore_label;
-  bool multi_output;
-  bool use_ignore;
-  bool preserve_shape;
-  std::string normalization;
-  bool out_grad;
-  float smooth_alpha;
-};
-
-ParamSchema<SoftmaxOutputParam> softmax_output_schema() {
-  using P = SoftmaxOutputParam;
-  return ParamSchema<P>()
-      .optional("grad_scale", &P::grad_scale, 1.0f, "Scales the gradient by a float factor.")
-      .optional("ignore_label", &P::ignore_label, -1.0f,
-                "The instances whose labels == ignore_label are ignored in backward when "
-                "use_ignore is set.")
-      .optional("multi_output", &P::multi_output, false,
-                "Softmax over axis 1 of (n, k, x1, ...) data; labels have shape (n, x1, ...).")
-      .optional("use_ignore", &P::use_ignore, false,
-                "Zero the gradient of instances whose label equals ignore_label.")
-      .optional("preserve_shape", &P::preserve_shape, false,
-                "Softmax over the last axis only (data viewed as (size/last, last)).")
-      .choice("normalization", &P::normalization, loss::normalization_choices(), "null",
-              "Gradient normalisation: null (none), batch (by batch size), valid (by the "
-              "number of labels not equal to ignore_label).")
-      .optional("out_grad", &P::out_grad, false,
-                "Multiply the gradient by the head gradient (MXNet <= 1.4 semantics).")
-      .optional("smooth_alpha", &P::smooth_alpha, 0.0f,
-                "Label smoothing: the target class gets 1 - alpha, every other alpha/(K-1).")
-      .check([](P& p) {
-        if (!(p.smooth_alpha >= 0.f && p.smooth_alpha <= 1.f))
-          throw ParamError("parameter 'smooth_alpha': " + format_float(p.smooth_alpha) +
-                           " is outside [0, 1]");
-      });
-}
+using loom::loss::SoftmaxOutputParam;
 
 // True when `have` has `want`'s ndim and each of its known dimensions equals `want`'s.
 bool compatible(const Shape& have, const Shape& want) {
@@ -107,17 +70,6 @@ void infer_softmax_output_shape(const OpAttrs& a, std::vector<Shape>& in, std::v
   out[0] = d;
 }
 
-// Writes softmax over k elements spaced `stride` apart; safe when y aliases x (req write).
-void softmax_strided(const float* x, float* y, int64_t k, int64_t stride, Req req) {
-  float mx = x[0];
-  for (int64_t c = 1; c < k; ++c) mx = std::max(mx, x[c * stride]);
-  float sum = 0.f;
-  for (int64_t c = 0; c < k; ++c) sum += std::exp(x[c * stride] - mx);
-  const float inv = 1.f / sum;
-  for (int64_t c = 0; c < k; ++c)
-    loss::store(y + c * stride, req, std::exp(x[c * stride] - mx) * inv);
-}
-
 void warn_out_grad_once() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -129,22 +81,9 @@ void warn_out_grad_once() {
 
 class SoftmaxOutputKernel final : public Kernel {
  public:
-  explicit SoftmaxOutputKernel(const KernelArgs& a) : p_(a.attrs.param<SoftmaxOutputParam>()) {
+  explicit SoftmaxOutputKernel(const KernelArgs& a)
+      : p_(a.attrs.param<SoftmaxOutputParam>()), v_(loss::softmax_output_view(a)) {
     loss::require_float32(a);
-    const Shape& d = a.in_shapes[0];
-    size_ = d.numel();
-    if (p_.multi_output) {
-      n_ = d[0], k_ = d[1], m_ = size_ / (n_ * k_);
-    } else if (p_.preserve_shape) {
-      k_ = d[d.ndim() - 1], n_ = size_ / k_, m_ = 1;
-    } else {
-      n_ = d[0], k_ = size_ / n_, m_ = 1;
-    }
-    soft_ = a.in_shapes[1] == d;
-    if (!soft_ && a.in_shapes[1].numel() != n_ * m_)
-      throw ShapeError(
-          "node '" + a.attrs.name + "' (op SoftmaxOutput): " + input_label(a.attrs, 1) + " has " +
-          std::to_string(a.in_shapes[1].numel()) + " entries, expected " + std::to_string(n_ * m_));
     if (p_.out_grad) warn_out_grad_once();
   }
 
@@ -153,11 +92,12 @@ class SoftmaxOutputKernel final : public Kernel {
     if (req[0] == Req::kNull) return;
     const float* x = in[0].data<float>();
     float* y = out[0].data<float>();
-    const Req r = req[0];
-#pragma omp parallel for if (size_ > loss::kParallelMin)
-    for (int64_t g = 0; g < n_ * m_; ++g) {
-      const int64_t base = (g / m_) * k_ * m_ + g % m_;
-      softmax_strided(x + base, y + base, k_, m_, r);
+    const bool add = req[0] == Req::kAdd;
+    const loss::SoftmaxOutputView v = v_;
+#pragma omp parallel for if (v.size > loss::kParallelMin)
+    for (int64_t g = 0; g < v.groups(); ++g) {
+      const int64_t base = v.base(g);
+      loss::softmax_strided(x + base, y + base, v.k, v.m, add);
     }
   }
 
@@ -165,48 +105,33 @@ class SoftmaxOutputKernel final : public Kernel {
                 std::span<const NDArray> in_data, std::span<const NDArray> out_data,
                 std::span<const Req> req, std::span<const NDArray> in_grad) override {
     if (req[0] == Req::kNull) return;
-    const Req r = req[0];
+    const bool add = req[0] == Req::kAdd;
     const float* y = out_data[0].data<float>();
     const float* l = in_data[1].data<float>();
     const float* hg = p_.out_grad ? out_grad[0].data<float>() : nullptr;
     float* dx = in_grad[0].data<float>();
-    if (soft_) {  // probability labels: no ignore, normalisation or smoothing
+    const loss::SoftmaxOutputView v = v_;
+    if (v.soft) {  // probability labels: no ignore, normalisation or smoothing
       const float s = p_.grad_scale;
-#pragma omp parallel for if (size_ > loss::kParallelMin)
-      for (int64_t i = 0; i < size_; ++i)
-        loss::store(dx + i, r, s * (y[i] - l[i]) * (hg ? hg[i] : 1.f));
+#pragma omp parallel for if (v.size > loss::kParallelMin)
+      for (int64_t i = 0; i < v.size; ++i)
+        math::assign_req(dx + i, add, loss::soft_label_grad(y[i], l[i], hg ? hg[i] : 1.f, s));
       return;
     }
-    const int64_t groups = n_ * m_;  // one label per group
-    const int64_t ignore = loss::class_of(p_.ignore_label);
-    float scale = p_.grad_scale / static_cast<float>(m_);
-    if (p_.normalization == "batch") {
-      scale = p_.grad_scale / static_cast<float>(m_ * n_);
-    } else if (p_.normalization == "valid") {
+    const loss::SoftmaxOutputGrad gr(p_, v);
+    float scale = gr.scale;
+    if (p_.normalization == "valid") {
       int64_t valid = 0;  // counted even when use_ignore is false, as MXNet does
-      for (int64_t g = 0; g < groups; ++g) valid += loss::class_of(l[g]) != ignore;
-      scale = p_.grad_scale / static_cast<float>(std::max<int64_t>(1, valid));
+      for (int64_t g = 0; g < v.groups(); ++g) valid += gr.counts(l[g]);
+      scale = gr.valid_scale(valid);
     }
-    const float alpha = p_.multi_output ? 0.f : p_.smooth_alpha;  // MXNet ignores it there
-    const float off = k_ > 1 ? alpha / static_cast<float>(k_ - 1) : 0.f;
-#pragma omp parallel for if (size_ > loss::kParallelMin)
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t base = (g / m_) * k_ * m_ + g % m_;
-      const int64_t c = loss::class_of(l[g]);
-      const bool skip = p_.use_ignore && c == ignore;
-      for (int64_t ch = 0; ch < k_; ++ch) {
-        const int64_t idx = base + ch * m_;
-        float v = skip ? 0.f : (y[idx] - (ch == c ? 1.f - alpha : off)) * scale;
-        if (hg) v *= hg[idx];
-        loss::store(dx + idx, r, v);
-      }
-    }
+#pragma omp parallel for if (v.size > loss::kParallelMin)
+    for (int64_t g = 0; g < v.groups(); ++g) gr.group(v, g, y, l[g], hg, dx, scale, add);
   }
 
  private:
   SoftmaxOutputParam p_;
-  int64_t size_ = 0, n_ = 0, k_ = 0, m_ = 1;
-  bool soft_ = false;
+  loss::SoftmaxOutputView v_;
 };
 
 LOOM_REGISTER_OP("SoftmaxOutput")
@@ -214,7 +139,7 @@ LOOM_REGISTER_OP("SoftmaxOutput")
         "Softmax in forward; in backward the gradient of the cross-entropy loss "
         "(probabilities minus the one-hot label), ignoring the head gradient.")
     .alias("Softmax")
-    .params(softmax_output_schema())
+    .params(loss::softmax_output_schema())
     .inputs({"data", "label"})
     .outputs({"output"})
     .shape_fn(infer_softmax_output_shape)

@@ -4,37 +4,14 @@
 #include "ops/tensor/gemm.h"
 #include "ops/tensor/dtype_kernels.h"
 #include "ops/tensor/half_buffer.h"
+#include "ops/tensor/matmul.h"
 
 namespace loom {
 namespace {
 
-struct BatchDotParam {
-  bool transpose_a, transpose_b;
-  std::string forward_stype;
-};
-const auto kBatchDotSchema =
-    ParamSchema<BatchDotParam>()
-        .optional("transpose_a", &BatchDotParam::transpose_a, false, "Use lhs^T per batch entry.")
-        .optional("transpose_b", &BatchDotParam::transpose_b, false, "Use rhs^T per batch entry.")
-        .optional("forward_stype", &BatchDotParam::forward_stype, std::string("None"),
-                  "Storage type of the output (dense only here).");
-
-struct BatchDims {
-  int64_t b, m, n, k;
-};
-BatchDims batch_dims(const OpAttrs& a, const Shape& l, const Shape& r) {
-  const auto& p = a.param<BatchDotParam>();
-  const std::string who = "node '" + a.name + "' (op batch_dot): ";
-  if (l.ndim() != 3 || r.ndim() != 3)
-    throw ShapeError(who + "lhs " + l.str() + " and rhs " + r.str() + " must both be 3-D");
-  if (l[0] != r[0]) throw ShapeError(who + "batch sizes of lhs " + l.str() + " and rhs " + r.str() + " differ");
-  BatchDims d{l[0], p.transpose_a ? l[2] : l[1], p.transpose_b ? r[1] : r[2], p.transpose_a ? l[1] : l[2]};
-  const int64_t kr = p.transpose_b ? r[2] : r[1];
-  if (d.k != kr)
-    throw ShapeError(who + "cannot multiply lhs " + l.str() + " by rhs " + r.str() + ": " +
-                     std::to_string(d.k) + " vs " + std::to_string(kr));
-  return d;
-}
+using tensor::batch_dims;
+using tensor::BatchDims;
+using tensor::BatchDotParam;
 
 // Partial shapes: an unknown (0) batch size takes the other side's; with both contracted
 // dims known the output follows, unknown dims staying 0 (MXNet's infer_shape_partial).
@@ -108,23 +85,12 @@ class BatchDotKernel final : public Kernel {
   template <class T>
   void bwd(const T* g, const T* l, const T* r, T* dl0, T* dr0, bool add_l, bool add_r) {
     const int64_t m = d_.m, n = d_.n, k = d_.k, mk = m * k, kn = k * n, mn = m * n;
-    for (int64_t b = 0; b < d_.b; ++b) {
-      const T *gb = g + b * mn, *lb = l + b * mk, *rb = r + b * kn;
-      if (dl0) {
-        T* dl = dl0 + b * mk;
-        if (!p_.transpose_a)
-          tensor::gemm(false, !p_.transpose_b, m, k, n, gb, rb, dl, add_l);
-        else
-          tensor::gemm(p_.transpose_b, true, k, m, n, rb, gb, dl, add_l);
-      }
-      if (dr0) {
-        T* dr = dr0 + b * kn;
-        if (!p_.transpose_b)
-          tensor::gemm(!p_.transpose_a, false, k, n, m, lb, gb, dr, add_r);
-        else
-          tensor::gemm(true, p_.transpose_a, n, k, m, gb, lb, dr, add_r);
-      }
-    }
+    auto gemm = [](bool ta, bool tb, int64_t mm, int64_t nn, int64_t kk, const T* a, const T* b,
+                   T* c, bool add) { tensor::gemm(ta, tb, mm, nn, kk, a, b, c, add); };
+    for (int64_t b = 0; b < d_.b; ++b)
+      tensor::matmul_backward(gemm, p_.transpose_a, p_.transpose_b, m, n, k, g + b * mn,
+                              l + b * mk, r + b * kn, dl0 ? dl0 + b * mk : nullptr,
+                              dr0 ? dr0 + b * kn : nullptr, add_l, add_r);
   }
 
  private:
@@ -137,7 +103,7 @@ LOOM_CPU_DTYPES("batch_dot", kDTypePolicyFloats);
 
 LOOM_REGISTER_OP("batch_dot")
     .describe("Batched matrix product of (B, M, K) and (B, K, N) arrays.")
-    .params(kBatchDotSchema)
+    .params(tensor::batch_dot_schema())
     .inputs({"lhs", "rhs"})
     .shape_fn(infer_batch_dot)
     .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = false})

@@ -1,20 +1,12 @@
 // Concat: joins num_args arrays along `dim`.
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/split_concat.h"
 
 namespace loom {
 namespace {
 
-struct ConcatParam {
-  int num_args, dim;
-};
-const auto kConcatSchema =
-    ParamSchema<ConcatParam>()
-        .required("num_args", &ConcatParam::num_args, "Number of inputs to concatenate.")
-        .optional("dim", &ConcatParam::dim, 1, "The axis to concatenate along.")
-        .check([](ConcatParam& p) {
-          check_input_count(p.num_args, "num_args");
-        });
+using tensor::ConcatParam;
 
 void infer_concat(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
   const auto& p = a.param<ConcatParam>();
@@ -74,14 +66,10 @@ class ConcatKernel final : public Kernel {
   explicit ConcatKernel(const KernelArgs& a)
       : t_(tensor::check_dtypes(a, tensor::kNumericDTypes | tensor::dtype_bit(DType::kBool))),
         what_(tensor::node_label(a)) {
-    const Shape& o = a.out_shapes[0];
-    int ax = tensor::norm_axis(a.attrs.param<ConcatParam>().dim, o.ndim(), "dim");
-    outer_ = 1;
-    for (int d = 0; d < ax; ++d) outer_ *= o[d];
-    int64_t inner = 1;
-    for (int d = ax + 1; d < o.ndim(); ++d) inner *= o[d];
-    row_ = o[ax] * inner;
-    for (const auto& s : a.in_shapes) chunk_.push_back(s[ax] * inner);
+    const tensor::ConcatRows r = tensor::concat_rows(a);
+    outer_ = r.outer;
+    row_ = r.row;
+    chunk_ = r.chunk;
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
@@ -141,7 +129,7 @@ class ConcatKernel final : public Kernel {
 LOOM_REGISTER_OP("Concat")
     .describe("Concatenates num_args arrays along dim.")
     .alias("concat")
-    .params(kConcatSchema)
+    .params(tensor::concat_schema())
     .inputs(arg_names)
     .shape_fn(infer_concat)
     .deps(GradDeps{true, false, false})

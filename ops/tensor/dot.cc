@@ -6,46 +6,14 @@
 #include "ops/tensor/gemm.h"
 #include "ops/tensor/dtype_kernels.h"
 #include "ops/tensor/half_buffer.h"
+#include "ops/tensor/matmul.h"
 
 namespace loom {
 namespace {
 
-struct DotParam {
-  bool transpose_a, transpose_b;
-  std::string forward_stype;
-};
-const auto kDotSchema =
-    ParamSchema<DotParam>()
-        .optional("transpose_a", &DotParam::transpose_a, false, "Contract lhs's first axis.")
-        .optional("transpose_b", &DotParam::transpose_b, false, "Contract rhs's last axis.")
-        .optional("forward_stype", &DotParam::forward_stype, std::string("None"),
-                  "Storage type of the output (dense only here).");
-
-// lhs as (M, K) or (K, M), rhs as (K, N) or (N, K).
-struct DotDims {
-  int64_t m, n, k;
-  Shape out;
-};
-DotDims dot_dims(const OpAttrs& a, const Shape& l, const Shape& r) {
-  const auto& p = a.param<DotParam>();
-  const int64_t kl = p.transpose_a ? l[0] : l[l.ndim() - 1];
-  const int64_t kr = p.transpose_b ? r[r.ndim() - 1] : r[0];
-  if (kl != kr)
-    throw ShapeError("node '" + a.name + "' (op dot): cannot contract lhs " + l.str() + " with rhs " +
-                     r.str() + (p.transpose_a ? " (transpose_a)" : "") + (p.transpose_b ? " (transpose_b)" : "") +
-                     ": " + std::to_string(kl) + " vs " + std::to_string(kr));
-  std::vector<int64_t> o;
-  if (p.transpose_a)
-    o.assign(l.begin() + 1, l.end());
-  else
-    o.assign(l.begin(), l.end() - 1);
-  if (p.transpose_b)
-    o.insert(o.end(), r.begin(), r.end() - 1);
-  else
-    o.insert(o.end(), r.begin() + 1, r.end());
-  if (o.empty()) o.push_back(1);
-  return {l.numel() / kl, r.numel() / kr, kl, Shape(std::move(o))};
-}
+using tensor::dot_dims;
+using tensor::DotDims;
+using tensor::DotParam;
 
 // Partial shapes (MXNet's legacy 0 = unknown dim): once both ranks and the contracted
 // dims are known, the output follows, unknown dims staying 0 ((0, 3, 4) . (4, 5) -> (0, 3, 5)).
@@ -111,21 +79,10 @@ class DotKernel final : public Kernel {
   // dl / dr null: not requested.
   template <class T>
   void bwd(const T* g, const T* l, const T* r, T* dl, T* dr, bool add_l, bool add_r) {
-    const int64_t m = d_.m, n = d_.n, k = d_.k;
-    if (dl) {
-      // dL (M, K) = dY (M, N) op(R)^T; with transpose_a dL is (K, M) = op(R) dY^T.
-      if (!p_.transpose_a)
-        tensor::gemm(false, !p_.transpose_b, m, k, n, g, r, dl, add_l);
-      else
-        tensor::gemm(p_.transpose_b, true, k, m, n, r, g, dl, add_l);
-    }
-    if (dr) {
-      // dR (K, N) = op(L)^T dY; with transpose_b dR is (N, K) = dY^T op(L).
-      if (!p_.transpose_b)
-        tensor::gemm(!p_.transpose_a, false, k, n, m, l, g, dr, add_r);
-      else
-        tensor::gemm(true, p_.transpose_a, n, k, m, g, l, dr, add_r);
-    }
+    auto gemm = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, const T* b,
+                   T* c, bool add) { tensor::gemm(ta, tb, m, n, k, a, b, c, add); };
+    tensor::matmul_backward(gemm, p_.transpose_a, p_.transpose_b, d_.m, d_.n, d_.k, g, l, r, dl,
+                            dr, add_l, add_r);
   }
 
  private:
@@ -138,7 +95,7 @@ LOOM_CPU_DTYPES("dot", kDTypePolicyFloats);
 
 LOOM_REGISTER_OP("dot")
     .describe("Matrix product over the last axis of lhs and the first axis of rhs.")
-    .params(kDotSchema)
+    .params(tensor::dot_schema())
     .inputs({"lhs", "rhs"})
     .shape_fn(infer_dot)
     .deps(GradDeps{.out_grad = true, .in_data = true, .out_data = false})

@@ -1,33 +1,20 @@
 // Dropout: inverted dropout in training (or mode=always), identity otherwise. The hidden
-// output `mask` holds 0 or 1/(1-p) per element; backward is dy * mask.
+// output `mask` holds 0 or 1/(1-p) per element; backward is dy * mask. The keep decision is
+// dropout.h's, which the CUDA kernel (dropout.cu) shares; the draws differ (see there).
 #include <algorithm>
 #include <limits>
 #include <type_traits>
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
+#include "ops/tensor/dropout.h"
 #include "ops/tensor/tensor_util.h"
 #include "runtime/dtype_traits.h"
 
 namespace loom {
 namespace {
 
-struct DropoutParam {
-  float p;
-  std::string mode;
-  Shape axes;
-  bool cudnn_off;
-};
-const auto kDropoutSchema =
-    ParamSchema<DropoutParam>()
-        .optional("p", &DropoutParam::p, 0.5f, "Fraction of the input that gets dropped.")
-        .choice("mode", &DropoutParam::mode, {"training", "always"}, "training",
-                "Drop only in training, or always.")
-        .optional("axes", &DropoutParam::axes, Shape(), "Axes that share one mask value.")
-        .optional("cudnn_off", &DropoutParam::cudnn_off, false, "Ignored on CPU.")
-        .check([](DropoutParam& p) {
-          if (!(p.p >= 0.f && p.p <= 1.f)) throw ParamError("p must be in [0, 1]");
-        });
+using tensor::DropoutParam;
 
 void infer_dropout(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
   Shape s;
@@ -128,12 +115,12 @@ class DropoutKernel final : public Kernel {
   // draws whatever the dtype).
   template <class T>
   void draw(std::mt19937_64& rng, T* m, int64_t n, float scale) const {
-    const float p = p_.p, unit = 1.f / 16777216.f;
-    const T keep(scale), drop(0.f);
+    const float p = p_.p;
     for (int64_t i = 0; i < n; i += 2) {
       uint64_t r = rng();
-      m[i] = static_cast<float>(r & 0xffffff) * unit >= p ? keep : drop;
-      if (i + 1 < n) m[i + 1] = static_cast<float>((r >> 32) & 0xffffff) * unit >= p ? keep : drop;
+      m[i] = T(tensor::dropout_mask(static_cast<uint32_t>(r & 0xffffff), p, scale));
+      if (i + 1 < n)
+        m[i + 1] = T(tensor::dropout_mask(static_cast<uint32_t>((r >> 32) & 0xffffff), p, scale));
     }
   }
   DropoutParam p_;
@@ -146,7 +133,7 @@ class DropoutKernel final : public Kernel {
 
 LOOM_REGISTER_OP("Dropout")
     .describe("Inverted dropout: keeps elements with probability 1-p, scaled by 1/(1-p).")
-    .params(kDropoutSchema)
+    .params(tensor::dropout_schema())
     .outputs({"output", "mask"})
     .visible_outputs([](const OpAttrs&) { return 1; })
     .shape_fn(infer_dropout)

@@ -148,28 +148,9 @@ LOOM_INT_IMPL2(Minimum, a < b ? a : b)
 #undef LOOM_INT_IMPL2
 
 /// Comparison and logical functors (MXNet's legacy eq/ne/gt/ge/lt/le/logical_*): 1 or 0 in
-/// the operands' dtype, zero gradient. Exact on every type, integers included.
-namespace cmp {
-#define LOOM_CMP_FUNCTOR(Name, expr)                        \
-  struct Name {                                              \
-    template <class T>                                       \
-    static T f(T a, T b) { return (expr) ? T(1) : T(0); }    \
-    template <class T>                                       \
-    static T da(T, T) { return T(0); }                       \
-    template <class T>                                       \
-    static T db(T, T) { return T(0); }                       \
-  };
-LOOM_CMP_FUNCTOR(Equal, a == b)
-LOOM_CMP_FUNCTOR(NotEqual, a != b)
-LOOM_CMP_FUNCTOR(Greater, a > b)
-LOOM_CMP_FUNCTOR(GreaterEqual, a >= b)
-LOOM_CMP_FUNCTOR(Lesser, a < b)
-LOOM_CMP_FUNCTOR(LesserEqual, a <= b)
-LOOM_CMP_FUNCTOR(LogicalAnd, a != T(0) && b != T(0))
-LOOM_CMP_FUNCTOR(LogicalOr, a != T(0) || b != T(0))
-LOOM_CMP_FUNCTOR(LogicalXor, (a != T(0)) != (b != T(0)))
-#undef LOOM_CMP_FUNCTOR
-}  // namespace cmp
+/// the operands' dtype, zero gradient; defined in ops/elemwise_math.h (shared with the CUDA
+/// kernels).
+namespace cmp = ::loom::math::cmp;
 #define LOOM_INT_IMPL_CMP(F)                                   \
   template <>                                                  \
   struct IntImpl<cmp::F> {                                     \

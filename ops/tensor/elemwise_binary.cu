@@ -1,5 +1,5 @@
-// GPU kernels for the same-shape binary ops (elemwise_add, _maximum, ...; the ops and their
-// CPU kernels are registered by elemwise_binary.cc). Arithmetic from the functors in
+// GPU kernels for the same-shape binary ops (elemwise_add, _maximum, _equal, ...) and add_n (the
+// ops and their CPU kernels are registered by elemwise_binary.cc). Arithmetic from the functors in
 // ops/elemwise_math.h.
 #include "runtime/cuda/elementwise.cuh"
 
@@ -74,6 +74,51 @@ KernelFactory binary_gpu() {
   };
 }
 
+// add_n: y (=|+=) in0 + in1, then y += in_k for k >= 2 (y may alias in0: each pass reads an
+// element before writing it); backward copies the output gradient to every input.
+class AddNGpuKernel final : public Kernel {
+ public:
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull) return;
+    const int64_t n = out[0].size();
+    if (n == 0) return;
+    cudaStream_t s = cuda::stream_of(ctx);
+    float* y = out[0].data<float>();
+    const int add = req[0] == Req::kAdd;
+    if (in.size() == 1) {
+      copy(s, y, in[0].data<float>(), n, add);
+      return;
+    }
+    binary_forward_kernel<math::Add><<<cuda::grid_size(n), cuda::kBlockSize, 0, s>>>(
+        in[0].data<float>(), in[1].data<float>(), y, n, add);
+    cuda::check_launch("add_n kernel");
+    for (size_t k = 2; k < in.size(); ++k) copy(s, y, in[k].data<float>(), n, 1);
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray>,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    cudaStream_t s = cuda::stream_of(ctx);
+    for (size_t k = 0; k < ig.size(); ++k)
+      if (req[k] != Req::kNull && ig[k].size() > 0)
+        copy(s, ig[k].data<float>(), og[0].data<float>(), ig[k].size(), req[k] == Req::kAdd);
+  }
+
+ private:
+  // dst (=|+=) src; a write over itself is a no-op (in-place gradient).
+  static void copy(cudaStream_t s, float* dst, const float* src, int64_t n, int add) {
+    if (add) {
+      cuda::unary_forward_kernel<<<cuda::grid_size(n), cuda::kBlockSize, 0, s>>>(math::Identity{},
+                                                                                 src, dst, n, 1);
+      cuda::check_launch("add_n add kernel");
+    } else if (dst != src) {
+      cuda::check(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, s),
+                  "cudaMemcpyAsync");
+    }
+  }
+};
+
 LOOM_REGISTER_OP("elemwise_add").kernel(DeviceType::kGPU, binary_gpu<math::Add>());
 LOOM_REGISTER_OP("elemwise_sub").kernel(DeviceType::kGPU, binary_gpu<math::Sub>());
 LOOM_REGISTER_OP("elemwise_mul").kernel(DeviceType::kGPU, binary_gpu<math::Mul>());
@@ -81,6 +126,29 @@ LOOM_REGISTER_OP("elemwise_div").kernel(DeviceType::kGPU, binary_gpu<math::Div>(
 LOOM_REGISTER_OP("_maximum").kernel(DeviceType::kGPU, binary_gpu<math::Maximum>());
 LOOM_REGISTER_OP("_minimum").kernel(DeviceType::kGPU, binary_gpu<math::Minimum>());
 LOOM_REGISTER_OP("_power").kernel(DeviceType::kGPU, binary_gpu<math::Power>());
+LOOM_REGISTER_OP("add_n").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  cuda::require_float32(a);
+  return std::unique_ptr<Kernel>(std::make_unique<AddNGpuKernel>());
+});
+
+// The comparisons (_equal, ...; zero gradient): the same kernel over math::cmp functors.
+template <class F>
+void reg(const char* name) {
+  register_op(std::string("_") + name).kernel(DeviceType::kGPU, binary_gpu<F>());
+}
+[[maybe_unused]] const bool kComparisons = [] {
+  using namespace math::cmp;
+  reg<Equal>("equal");
+  reg<NotEqual>("not_equal");
+  reg<Greater>("greater");
+  reg<GreaterEqual>("greater_equal");
+  reg<Lesser>("lesser");
+  reg<LesserEqual>("lesser_equal");
+  reg<LogicalAnd>("logical_and");
+  reg<LogicalOr>("logical_or");
+  reg<LogicalXor>("logical_xor");
+  return true;
+}();
 
 }  // namespace
 }  // namespace loom

@@ -1,8 +1,10 @@
-// Embedding (spec 6.17): out[..., :] = weight[clip(int(data[...]), 0, input_dim - 1), :].
+// Embedding (spec 6.17): out[..., :] = weight[clip(int(data[...]), 0, input_dim - 1), :]
+// (the index rule is embedding_math.h's, which the CUDA kernel of embedding.cu uses too).
 // The indices get no gradient; the weight gradient accumulates the rows of the output
 // gradient at each looked-up index.
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/embedding_math.h"
 #include "ops/tensor/index_util.h"
 
 namespace loom {
@@ -101,9 +103,7 @@ class EmbeddingKernel final : public Kernel {
       using I = typename decltype(tag)::type;
       const I* p = idx.cdata<I>();
       for (int64_t i = 0; i < n_; ++i) {
-        const double v = static_cast<double>(p[i]);
-        r[static_cast<size_t>(i)] = !(v > 0) ? 0 : v >= static_cast<double>(rows_ - 1) ? rows_ - 1
-                                                                            : static_cast<int64_t>(v);
+        r[static_cast<size_t>(i)] = tensor::embedding_row(static_cast<double>(p[i]), rows_);
       }
     }, what_);
     return r;

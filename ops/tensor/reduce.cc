@@ -1,10 +1,13 @@
-// Reductions over axes: sum (sum_axis), mean, max, min, prod, for every numeric dtype.
+// Reductions over axes: sum (sum_axis), mean, max, min, prod, for every numeric dtype. The
+// float32 path combines and differentiates through the functors of reduce_math.h, which the
+// CUDA kernels (broadcast_reduce.cu) use too.
 #include <cmath>
 #include <limits>
 #include <optional>
 
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/reduce_math.h"
 
 namespace loom {
 namespace {
@@ -108,13 +111,15 @@ class ReduceKernel final : public Kernel {
         // d prod / d x_i = prod / x_i, as MXNet (rdiv of output by input).
         const T *x = in[0].data<T>(), *y = out[0].data<T>();
         tensor::bcast_for(back_, [=](int64_t i, int64_t o, int64_t) {
-          put(i, tensor::to_c(g[o]) * (tensor::to_c(y[o]) / tensor::to_c(x[i])));
+          const C gi = tensor::to_c(g[o]);
+          put(i, math::ProdGrad::grad(gi, tensor::to_c(x[i]), tensor::to_c(y[o])));
         });
       } else {
         // Every element equal to the extremum receives the gradient, as MXNet.
         const T *x = in[0].data<T>(), *y = out[0].data<T>();
         tensor::bcast_for(back_, [=](int64_t i, int64_t o, int64_t) {
-          put(i, tensor::to_c(x[i]) == tensor::to_c(y[o]) ? tensor::to_c(g[o]) : C(0));
+          const C gi = tensor::to_c(g[o]);
+          put(i, math::ExtremumGrad::grad(gi, tensor::to_c(x[i]), tensor::to_c(y[o])));
         });
       }
     }, what_);
@@ -127,17 +132,13 @@ class ReduceKernel final : public Kernel {
       tensor::reduce_sum(plan_, x, y, req);
     } else if constexpr (K == Kind::kMean) {
       tensor::reduce_sum(plan_, x, y, req, 1.0 / static_cast<double>(n_red_));
-    } else if constexpr (K == Kind::kMax) {
-      tensor::reduce(
-          plan_, x, y, req, -std::numeric_limits<double>::infinity(),
-          [](double m, double v) { return v > m || v != v ? v : m; }, id);  // NaN wins
-    } else if constexpr (K == Kind::kMin) {
-      tensor::reduce(
-          plan_, x, y, req, std::numeric_limits<double>::infinity(),
-          [](double m, double v) { return v < m || v != v ? v : m; }, id);
     } else {
+      using R = std::conditional_t<K == Kind::kMax, math::MaxReduce,
+                                   std::conditional_t<K == Kind::kMin, math::MinReduce,
+                                                      math::ProdReduce>>;
       tensor::reduce(
-          plan_, x, y, req, 1.0, [](double m, double v) { return m * v; }, id);
+          plan_, x, y, req, R::template init<double>(),
+          [](double m, double v) { return R::combine(m, v); }, id);
     }
   }
   template <class T>

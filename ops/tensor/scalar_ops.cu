@@ -1,4 +1,5 @@
-// GPU kernels for the tensor-scalar arithmetic ops (_plus_scalar, _rdiv_scalar, ...). Each
+// GPU kernels for the tensor-scalar arithmetic and comparison ops (_plus_scalar, _rdiv_scalar,
+// _equal_scalar, ...). Each
 // is a unary map whose functor adapts the shared binary functor with the scalar as one
 // operand, so x - s and s - x share math::Sub with the CPU kernels.
 #include "runtime/cuda/elementwise.cuh"
@@ -52,6 +53,26 @@ LOOM_REGISTER_OP("_maximum_scalar")
 LOOM_REGISTER_OP("_minimum_scalar")
     .kernel(DeviceType::kGPU, scalar_gpu<ScalarRhs<math::Minimum>>());
 LOOM_REGISTER_OP("smooth_l1").kernel(DeviceType::kGPU, scalar_gpu<ScalarRhs<math::SmoothL1>>());
+
+// The scalar comparisons (_equal_scalar, ...; zero gradient): x op scalar over math::cmp.
+template <class F>
+void reg(const char* name) {
+  register_op(std::string("_") + name + "_scalar")
+      .kernel(DeviceType::kGPU, scalar_gpu<ScalarRhs<F>>());
+}
+[[maybe_unused]] const bool kComparisons = [] {
+  using namespace math::cmp;
+  reg<Equal>("equal");
+  reg<NotEqual>("not_equal");
+  reg<Greater>("greater");
+  reg<GreaterEqual>("greater_equal");
+  reg<Lesser>("lesser");
+  reg<LesserEqual>("lesser_equal");
+  reg<LogicalAnd>("logical_and");
+  reg<LogicalOr>("logical_or");
+  reg<LogicalXor>("logical_xor");
+  return true;
+}();
 
 }  // namespace
 }  // namespace loom

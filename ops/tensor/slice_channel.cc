@@ -5,6 +5,7 @@
 
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/split_concat.h"
 
 namespace loom {
 namespace {
@@ -31,32 +32,11 @@ void move_rows(const T* src, int64_t ss, T* dst, int64_t ds, int64_t n, int64_t 
   }
 }
 
-/// (outer, dim, inner) of `s` around axis `ax`.
-struct Split3 {
-  int64_t outer = 1, dim = 1, inner = 1;
-};
-Split3 split3(const Shape& s, int ax) {
-  Split3 r;
-  for (int d = 0; d < ax; ++d) r.outer *= s[d];
-  r.dim = s[ax];
-  for (int d = ax + 1; d < s.ndim(); ++d) r.inner *= s[d];
-  return r;
-}
+using tensor::split3;
+using tensor::Split3;
 
 // ---- SliceChannel ----
-struct SliceChannelParam {
-  int num_outputs, axis;
-  bool squeeze_axis;
-};
-const auto kSliceChannelSchema =
-    ParamSchema<SliceChannelParam>()
-        .required("num_outputs", &SliceChannelParam::num_outputs, "Number of equal pieces.")
-        .optional("axis", &SliceChannelParam::axis, 1, "The axis to split along.")
-        .optional("squeeze_axis", &SliceChannelParam::squeeze_axis, false,
-                  "Remove the split axis (each piece must then have size 1 along it).")
-        .check([](SliceChannelParam& p) {
-          check_input_count(p.num_outputs, "num_outputs");  // one output name each
-        });
+using tensor::SliceChannelParam;
 
 // Partial shapes both ways (MXNet's legacy 0 = unknown dim): a known input gives every
 // output, unknown dims staying 0; known outputs give the input back (the split axis times
@@ -145,7 +125,7 @@ class SliceChannelKernel final : public Kernel {
 LOOM_REGISTER_OP("SliceChannel")
     .describe("Splits the input into num_outputs equal pieces along axis.")
     .alias("split")
-    .params(kSliceChannelSchema)
+    .params(tensor::slice_channel_schema())
     .outputs([](const OpAttrs& a) {
       std::vector<std::string> v;
       for (int i = 0; i < a.param<SliceChannelParam>().num_outputs; ++i)
@@ -160,30 +140,8 @@ LOOM_REGISTER_OP("SliceChannel")
              .in_shapes = {{2, 3}}});
 
 // ---- slice_axis ----
-struct SliceAxisParam {
-  int axis, begin;
-  std::optional<int> end;
-};
-const auto kSliceAxisSchema =
-    ParamSchema<SliceAxisParam>()
-        .required("axis", &SliceAxisParam::axis, "The axis to slice (negatives allowed).")
-        .required("begin", &SliceAxisParam::begin, "First index (negatives count from the end).")
-        .optional("end", &SliceAxisParam::end, std::optional<int>(),
-                  "One past the last index; None = to the end.");
-
-/// Resolves (axis, begin, end) against a shape; throws ShapeError when the range is empty.
-std::array<int64_t, 3> slice_range(const SliceAxisParam& p, const Shape& s) {
-  const int ax = tensor::norm_axis(p.axis, s.ndim(), "axis");
-  const int64_t n = s[ax];
-  int64_t b = p.begin < 0 ? p.begin + n : p.begin;
-  int64_t e = !p.end ? n : (*p.end < 0 ? *p.end + n : *p.end);
-  if (b < 0 || e > n || b >= e)
-    throw ShapeError("slice_axis: begin=" + std::to_string(p.begin) +
-                     ", end=" + (p.end ? std::to_string(*p.end) : std::string("None")) +
-                     " is not a non-empty range of axis " + std::to_string(p.axis) +
-                     " of input 0 (data) with shape " + s.str());
-  return {ax, b, e};
-}
+using tensor::slice_range;
+using tensor::SliceAxisParam;
 
 // Partial input: the other axes pass through (0 = unknown stays 0); an unknown sliced axis
 // leaves its output size unknown.
@@ -240,7 +198,7 @@ class SliceAxisKernel final : public Kernel {
 
 LOOM_REGISTER_OP("slice_axis")
     .describe("Takes entries [begin, end) along one axis.")
-    .params(kSliceAxisSchema)
+    .params(tensor::slice_axis_schema())
     .shape_fn(infer_slice_axis)
     .deps(GradDeps{true, false, false})
     .cpu<SliceAxisKernel>()

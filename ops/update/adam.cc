@@ -18,6 +18,7 @@
 //     (default 1), like adam_update; same results as mx.nd.contrib.adamw_update given a float.
 #include <cmath>
 
+#include "ops/update/adam.h"
 #include "ops/update/update_util.h"
 
 namespace loom {
@@ -27,10 +28,7 @@ using update::clip;
 using update::clip_bound;
 using update::f32;
 
-struct AdamParam {
-  double lr, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient;
-  bool lazy_update, lr_input;
-};
+using update::AdamParam;
 const auto kAdamSchema =
     ParamSchema<AdamParam>()
         .required("lr", &AdamParam::lr, update::kDocLr)
@@ -69,27 +67,24 @@ ParamSchema<AdamWParam> adamw_schema(bool rescale_attr) {
   return s;
 }
 
+// The per-element update is update::AdamStep (adam.h), which the CUDA kernel runs too.
 class AdamKernel final : public update::UpdateKernel<AdamParam> {
  public:
-  using UpdateKernel::UpdateKernel;
+  explicit AdamKernel(const KernelArgs& a) : UpdateKernel(a), step_(p_) {}
   void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
            std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float* mean = in[2].data<float>();
     float* var = in[3].data<float>();
-    const float b1 = f32(p_.beta1), b2 = f32(p_.beta2), eps = f32(p_.epsilon);
     const float lr = update::scalar_or(in, 4, p_.lr_input, p_.lr);
-    const float wd = f32(p_.wd), rs = f32(p_.rescale_grad), c = clip_bound(p_.clip_gradient);
-    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
-      const float gr = clip(g[i] * rs + w[i] * wd, c);
-      const float m = b1 * mean[i] + (1.f - b1) * gr;
-      const float v = b2 * var[i] + (1.f - b2) * gr * gr;
-      mean[i] = m;
-      var[i] = v;
-      return w[i] - lr * m / (std::sqrt(v) + eps);
-    });
+    const update::AdamStep step = step_;
+    update::apply(out[0].data<float>(), req[0], r,
+                  [=](int64_t i) { return step(lr, w[i], g[i], mean[i], var[i]); });
   }
+
+ private:
+  update::AdamStep step_;
 };
 
 /// kTensorScale: rescale_grad is input 4 (_adamw_update), else the attribute (adamw_update).

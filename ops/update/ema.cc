@@ -60,6 +60,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/update/ema_math.h"
 #include "ops/update/update_util.h"
 #include "runtime/dist/communicator.h"
 
@@ -68,12 +69,7 @@ namespace {
 
 using update::f32;
 
-struct EmaParam {
-  double decay;
-  std::string schedule, init;
-  double tau, gamma, power, min_decay;
-  int64_t update_after_step, start_step;
-};
+using update::EmaParam;
 
 /// The EMA's parameters, declared once for _loom_ema_update and _loom_ema_shard_update (any
 /// P with EmaParam's members).
@@ -113,27 +109,14 @@ void check_ema(P& p) {
 
 const auto kEmaSchema = ema_schema(ParamSchema<EmaParam>()).check(check_ema<EmaParam>);
 
-/// The decay for real step t (see the file header), in double.
+/// The decay for real step t (see the file header), in double: update::EmaSchedule, which the
+/// CUDA kernel (updates.cu) evaluates on the device.
 template <class P>
 double ema_decay(const P& p, double t) {
-  if (t <= static_cast<double>(p.update_after_step)) return 0;
-  if (p.init == "copy" && t <= 1) return 0;
-  if (t < static_cast<double>(p.start_step)) return 0;
-  const double c = t - static_cast<double>(p.start_step);
-  if (p.schedule == "tf") return std::min(p.decay, (1 + c) / (10 + c));
-  if (p.schedule == "yolov5") return p.decay * (1 - std::exp(-c / p.tau));
-  if (p.schedule == "timm") {
-    const double s = c - 1;
-    if (s <= 0) return 0;
-    const double d = 1 - std::pow(1 + s / p.gamma, -p.power);
-    return std::max(std::min(d, p.decay), p.min_decay);
-  }
-  return p.decay;
+  return update::ema_schedule(p).decay(t);
 }
 
-/// One element of the EMA (both ops): the same expression, so sharded and whole shadows
-/// round alike.
-inline float ema_step(float d, float om, float e, float w) { return d * e + om * w; }
+using update::ema_step;
 
 bool zero_debias(const OpAttrs& a) { return a.param<EmaParam>().init == "zero_debias"; }
 
@@ -161,7 +144,7 @@ class EmaKernel final : public update::UpdateKernel<EmaParam> {
     if (in.size() <= 3) return;
     const float d = f32(ema_decay(p_, static_cast<double>(in[2].data<float>()[0])));
     float* norm = in[3].data<float>();
-    norm[0] = d == 0.f ? 1.f : d * norm[0] + (1.f - d);
+    norm[0] = update::ema_norm_step(d, norm[0]);
   }
 };
 
@@ -175,12 +158,8 @@ class DebiasKernel final : public update::UpdateKernel<NoParam> {
            std::span<const NDArray> out, update::Range r) override {
     const float* ema = in[0].data<float>();
     const float q = in[1].data<float>()[0];
-    // Division, not a reciprocal multiply: ema = w·q exactly gives back w exactly.
-    if (q == 0.f)
-      update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) { return ema[i]; });
-    else
-      update::apply(out[0].data<float>(), req[0], r,
-                    [=](int64_t i) { return ema[i] / q; });
+    update::apply(out[0].data<float>(), req[0], r,
+                  [=](int64_t i) { return update::ema_debias(ema[i], q); });
   }
 };
 
@@ -334,7 +313,7 @@ class EmaShardKernel final : public Kernel {
     }
     if (in.size() > n + 2) {
       float* norm = in[n + 2].data<float>();
-      norm[0] = d == 0.f ? 1.f : d * norm[0] + (1.f - d);
+      norm[0] = update::ema_norm_step(d, norm[0]);
     }
     float* o = out[0].data<float>();
     if (o != ema) update::apply(o, req[0], in[0].size(), [=](int64_t i) { return ema[i]; });

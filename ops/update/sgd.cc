@@ -3,20 +3,17 @@
 //   sgd_update:     w ← (1 − lr·wd)·w − lr·g
 //   sgd_mom_update: mom ← momentum·mom − lr·wd·w − lr·g;  w ← w + mom
 //   nag_mom_update: g' = g + wd·w;  mom ← momentum·mom − lr·g';  w ← w + momentum·mom − lr·g'
-// Weight decay is added after clipping here (it is clipped with the gradient in Adam).
+// Weight decay is added after clipping here (it is clipped with the gradient in Adam). The
+// per-element updates are the functors of sgd.h, shared with the CUDA kernels (updates.cu).
+#include "ops/update/sgd.h"
 #include "ops/update/update_util.h"
 
 namespace loom {
 namespace {
 
-using update::clip;
-using update::clip_bound;
-using update::f32;
+using update::SGDMomParam;
+using update::SGDParam;
 
-struct SGDParam {
-  double lr, wd, rescale_grad, clip_gradient;
-  bool lazy_update, lr_input;
-};
 const auto kSGDSchema =
     ParamSchema<SGDParam>()
         .required("lr", &SGDParam::lr, update::kDocLr)
@@ -26,10 +23,6 @@ const auto kSGDSchema =
         .optional("lazy_update", &SGDParam::lazy_update, true, update::kDocLazy)
         .optional("lr_input", &SGDParam::lr_input, false, update::kDocLrInput);
 
-struct SGDMomParam {
-  double lr, momentum, wd, rescale_grad, clip_gradient;
-  bool lazy_update, lr_input;
-};
 /// sgd_mom_update's parameters; nag_mom_update has the same except lazy_update.
 ParamSchema<SGDMomParam> mom_schema(bool lazy_update) {
   ParamSchema<SGDMomParam> s;
@@ -45,61 +38,31 @@ ParamSchema<SGDMomParam> mom_schema(bool lazy_update) {
 const auto kSGDMomSchema = mom_schema(true);
 const auto kNAGMomSchema = mom_schema(false);
 
-class SGDKernel final : public update::UpdateKernel<SGDParam> {
+// One kernel for the three: Step is the per-element update of sgd.h (the CUDA kernels of
+// updates.cu run the same one); `kMom` = the op has a momentum state (input 2).
+template <class Step, class P, bool kMom>
+class SGDFamilyKernel final : public update::UpdateKernel<P> {
  public:
-  using UpdateKernel::UpdateKernel;
+  explicit SGDFamilyKernel(const KernelArgs& a) : update::UpdateKernel<P>(a), step_(this->p_) {}
   void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
            std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
-    const float lr = update::scalar_or(in, 2, p_.lr_input, p_.lr), decay = 1.f - lr * f32(p_.wd), rs = f32(p_.rescale_grad);
-    const float c = clip_bound(p_.clip_gradient);
-    update::apply(out[0].data<float>(), req[0], r,
-                  [=](int64_t i) { return decay * w[i] - lr * clip(rs * g[i], c); });
-  }
-};
-
-class SGDMomKernel final : public update::UpdateKernel<SGDMomParam> {
- public:
-  using UpdateKernel::UpdateKernel;
-  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-           std::span<const NDArray> out, update::Range r) override {
-    const float* w = in[0].data<float>();
-    const float* g = in[1].data<float>();
-    float* mom = in[2].data<float>();
-    const float mu = f32(p_.momentum), lr = update::scalar_or(in, 3, p_.lr_input, p_.lr);
-    const float lr_wd = lr * f32(p_.wd);
-    const float rs = f32(p_.rescale_grad);
-    const float c = clip_bound(p_.clip_gradient);
+    float* mom = kMom ? in[2].data<float>() : nullptr;
+    const float lr = update::scalar_or(in, kMom ? 3 : 2, this->p_.lr_input, this->p_.lr);
+    const Step step = step_;
     update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
-      const float m = mu * mom[i] - lr_wd * w[i] - lr * clip(rs * g[i], c);
-      mom[i] = m;
-      return w[i] + m;
+      float unused = 0.f;
+      return step(lr, w[i], g[i], kMom ? mom[i] : unused);
     });
   }
-};
 
-class NAGMomKernel final : public update::UpdateKernel<SGDMomParam> {
- public:
-  using UpdateKernel::UpdateKernel;
-  void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
-           std::span<const NDArray> out, update::Range r) override {
-    const float* w = in[0].data<float>();
-    const float* g = in[1].data<float>();
-    float* mom = in[2].data<float>();
-    const float mu = f32(p_.momentum), lr = update::scalar_or(in, 3, p_.lr_input, p_.lr);
-    const float wd = f32(p_.wd), rs = f32(p_.rescale_grad);
-    const float c = clip_bound(p_.clip_gradient);
-    // MXNet's kernel writes out before updating mom from weight, so with out=weight and
-    // wd != 0 its mom sees the new weight; here both use the old weight, as its formula says.
-    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
-      const float step = lr * (clip(rs * g[i], c) + wd * w[i]);
-      const float m = mu * mom[i] - step;
-      mom[i] = m;
-      return w[i] + mu * m - step;
-    });
-  }
+ private:
+  Step step_;
 };
+using SGDKernel = SGDFamilyKernel<update::SGDStep, SGDParam, false>;
+using SGDMomKernel = SGDFamilyKernel<update::SGDMomStep, SGDMomParam, true>;
+using NAGMomKernel = SGDFamilyKernel<update::NAGMomStep, SGDMomParam, true>;
 
 LOOM_REGISTER_OP("sgd_update")
     .describe("SGD update: w = (1 - lr*wd)*w - lr*clip(rescale_grad*grad, clip_gradient).")

@@ -21,16 +21,22 @@
 //                                   make this node run after their producers (e.g. EMA of
 //                                   BatchNorm statistics, which BatchNorm updates in backward,
 //                                   after the whole update).
-// Counters are float32: integer-valued and exact up to 2^24 (16.7M micro-steps).
+// Counters are float32: integer-valued and exact up to 2^24 (16.7M micro-steps). The
+// arithmetic of the counter, the predicate and the accumulation is in step_math.h, shared
+// with their CUDA kernels (updates.cu).
 #include <cmath>
 #include <cstring>
 
+#include "ops/update/step_math.h"
 #include "ops/update/update_util.h"
 
 namespace loom {
 namespace {
 
+using update::AccumulateParam;
+using update::CounterParam;
 using update::f32;
+using update::PredicateParam;
 
 /// Shape rule for ops whose inputs are all one-element scalars and whose output is one too.
 void infer_scalars(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
@@ -43,9 +49,6 @@ void infer_scalars(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>&
 
 // ---- _loom_counter ----
 
-struct CounterParam {
-  int64_t step;
-};
 const auto kCounterSchema = ParamSchema<CounterParam>().optional(
     "step", &CounterParam::step, 1, "Added to the counter on every call.");
 
@@ -56,7 +59,8 @@ class CounterKernel final : public update::UpdateKernel<CounterParam> {
            std::span<const NDArray> out, update::Range r) override {
     float* t = in[0].data<float>();
     const float s = static_cast<float>(p_.step);
-    update::apply(out[0].data<float>(), req[0], 1, [=](int64_t) { return t[0] += s; });
+    update::apply(out[0].data<float>(), req[0], 1,
+                  [=](int64_t) { return update::counter_step(t[0], s); });
   }
 };
 
@@ -76,9 +80,6 @@ LOOM_REGISTER_OP("_loom_counter")
 
 // ---- _loom_step_predicate ----
 
-struct PredicateParam {
-  int64_t k, r, offset;
-};
 const auto kPredicateSchema =
     ParamSchema<PredicateParam>()
         .required("k", &PredicateParam::k, "Period (micro-steps per real step), >= 1.")
@@ -98,9 +99,7 @@ class PredicateKernel final : public update::UpdateKernel<PredicateParam> {
   using UpdateKernel::UpdateKernel;
   void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
            std::span<const NDArray> out, update::Range r) override {
-    const int64_t t = std::llround(static_cast<double>(in[0].data<float>()[0])) + p_.offset;
-    const int64_t m = ((t % p_.k) + p_.k) % p_.k;
-    const float v = m == p_.r ? 1.f : 0.f;
+    const float v = update::step_predicate(in[0].data<float>()[0], p_.k, p_.r, p_.offset);
     update::apply(out[0].data<float>(), req[0], 1, [=](int64_t) { return v; });
   }
 };
@@ -125,9 +124,6 @@ LOOM_REGISTER_OP("_loom_step_predicate")
 
 // ---- _loom_accumulate ----
 
-struct AccumulateParam {
-  double scale;
-};
 const auto kAccumulateSchema = ParamSchema<AccumulateParam>().optional(
     "scale", &AccumulateParam::scale, 1.0,
     "Multiplies each contribution: 1 sums, 1/k averages over k micro-steps.");
@@ -143,9 +139,11 @@ class AccumulateKernel final : public update::UpdateKernel<AccumulateParam> {
     const float s = f32(p_.scale);
     float* o = out[0].data<float>();
     if (first)
-      update::apply(o, req[0], r, [=](int64_t i) { return acc[i] = s * g[i]; });
+      update::apply(o, req[0], r,
+                    [=](int64_t i) { return update::accumulate_step(acc[i], g[i], s, true); });
     else
-      update::apply(o, req[0], r, [=](int64_t i) { return acc[i] += s * g[i]; });
+      update::apply(o, req[0], r,
+                    [=](int64_t i) { return update::accumulate_step(acc[i], g[i], s, false); });
   }
 };
 

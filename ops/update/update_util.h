@@ -20,23 +20,16 @@
 
 #include "ops/infer.h"
 #include "ops/op.h"
+#include "ops/update/update_math.h"
 
 namespace loom::update {
 
 /// Below this many elements the loop runs on the calling thread (no OpenMP region).
 constexpr int64_t kParallelMin = 1 << 15;
 
-/// The bound clip() uses for an MXNet `clip_gradient` (or `clip_weights`) value. MXNet clips
-/// when the value is >= 0 (so 0 clips to zero, although its docs say "<= 0 turns clipping
-/// off") and not when it is negative; +inf makes the disabled case branch-free and exact.
-inline float clip_bound(double c) {
-  return c >= 0 ? static_cast<float>(c) : std::numeric_limits<float>::infinity();
-}
 /// Parameters are parsed as double (so defaults print as MXNet's, "0.9"); MXNet's kernels
 /// compute in float, and so do these.
 inline float f32(double v) { return static_cast<float>(v); }
-/// min(max(v, -b), b), passing NaN through as mshadow's clip does.
-inline float clip(float v, float b) { return v > b ? b : (v < -b ? -b : v); }
 
 /// A range of elements an update runs over: all of them (`parallel`: split among OpenMP
 /// threads when large) or one piece of a bucket (the caller already runs in parallel).

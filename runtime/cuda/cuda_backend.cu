@@ -97,6 +97,8 @@ struct CublasApi {
   decltype(&cublasDestroy_v2) destroy;
   decltype(&cublasGetStatusName) status_name;
   decltype(&cublasGetStatusString) status_string;
+  decltype(&cublasSgemm_v2) sgemm;
+  decltype(&cublasSgemmStridedBatched) sgemm_strided_batched;
 };
 
 const CublasApi& cublas_api() {
@@ -115,6 +117,9 @@ const CublasApi& cublas_api() {
     a.destroy = reinterpret_cast<decltype(a.destroy)>(sym("cublasDestroy_v2"));
     a.status_name = reinterpret_cast<decltype(a.status_name)>(sym("cublasGetStatusName"));
     a.status_string = reinterpret_cast<decltype(a.status_string)>(sym("cublasGetStatusString"));
+    a.sgemm = reinterpret_cast<decltype(a.sgemm)>(sym("cublasSgemm_v2"));
+    a.sgemm_strided_batched = reinterpret_cast<decltype(a.sgemm_strided_batched)>(
+        sym("cublasSgemmStridedBatched"));
     return a;
   }();
   return api;
@@ -138,6 +143,42 @@ cublasHandle_t cublas(int id) {
     d.blas = h;
   });
   return d.blas;
+}
+
+namespace {
+
+int blas_int(int64_t v, const char* what) {
+  if (v < 0 || v > INT32_MAX)
+    throw Error(std::string("cuBLAS gemm: ") + what + " = " + std::to_string(v) +
+                " is outside cuBLAS's 32-bit range");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+void gemm_batched(int id, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float* a, int64_t lda, int64_t stride_a, const float* b,
+                  int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
+                  int64_t stride_c, int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  cublasHandle_t h = cublas(id);
+  const CublasApi& api = cublas_api();
+  // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: cuBLAS sees the row-major
+  // arrays as their transposes, so swap the operands and keep each one's op.
+  const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (batch == 1) {
+    check(api.sgemm(h, tb, ta, blas_int(n, "n"), blas_int(m, "m"), blas_int(k, "k"), &alpha, b,
+                    blas_int(ldb, "ldb"), a, blas_int(lda, "lda"), &beta, c,
+                    blas_int(ldc, "ldc")),
+          "cublasSgemm");
+    return;
+  }
+  check(api.sgemm_strided_batched(h, tb, ta, blas_int(n, "n"), blas_int(m, "m"),
+                                  blas_int(k, "k"), &alpha, b, blas_int(ldb, "ldb"), stride_b,
+                                  a, blas_int(lda, "lda"), stride_a, &beta, c,
+                                  blas_int(ldc, "ldc"), stride_c, blas_int(batch, "batch")),
+        "cublasSgemmStridedBatched");
 }
 
 void check(cudaError_t e, const char* what) {

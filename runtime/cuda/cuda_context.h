@@ -29,6 +29,22 @@ cudaStream_t stream(int id);
 /// thread-safe).
 cublasHandle_t cublas(int id);
 
+/// Row-major float32 matrix products on device `id`'s stream, `batch` times:
+///   C_i = alpha · op(A_i) · op(B_i) + beta · C_i,  op(X) = Xᵀ when trans_x,
+/// C_i m x n, op(A_i) m x k, op(B_i) k x n; ld* are row strides (elements between rows as
+/// stored), stride_* the distances between consecutive batch entries. beta = 0 never reads
+/// C (it may hold NaN). Plain FP32 (cuBLAS's default math mode: no TF32).
+void gemm_batched(int id, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float* a, int64_t lda, int64_t stride_a, const float* b,
+                  int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
+                  int64_t stride_c, int64_t batch);
+/// One product of gemm_batched.
+inline void gemm(int id, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                 float beta, float* c, int64_t ldc) {
+  gemm_batched(id, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+}
+
 /// Throws Error("CUDA error in <what>: <message>") when `e` is not cudaSuccess.
 void check(cudaError_t e, const char* what);
 /// Throws Error("cuBLAS error in <what>: <status>") when `s` is not success.

@@ -1,0 +1,254 @@
+// GPU kernels of the loss heads (the ops and their CPU kernels are registered by their own
+// .cc files): the regression outputs, over the functors of regression_math.h that the CPU
+// kernel uses too; MakeLoss; SoftmaxOutput, one thread per (sample, position) group running
+// the per-group functions of softmax_output.h that the CPU kernel runs.
+#include "ops/loss/make_loss.h"
+#include "ops/loss/regression_math.h"
+#include "ops/loss/softmax_output.h"
+#include "runtime/cuda/elementwise.cuh"
+
+namespace loom {
+namespace {
+
+template <class F>
+__global__ void regression_forward(const float* x, float* y, int64_t n, int add) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    math::assign_req(y + i, add, F::forward(x[i]));
+}
+
+template <class F>
+__global__ void regression_backward(const float* y, const float* label, float* dx, float scale,
+                                    int64_t n, int add) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    math::assign_req(dx + i, add, scale * F::grad(y[i], label[i]));
+}
+
+template <class F>
+class RegressionGpuKernel final : public Kernel {
+ public:
+  explicit RegressionGpuKernel(const KernelArgs& a)
+      : n_(a.in_shapes[0].numel()),
+        scale_(a.attrs.param<loss::RegressionOutputParam>().grad_scale /
+               loss::regression_per_sample(a.in_shapes[1])) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    regression_forward<F><<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        in[0].data<float>(), out[0].data<float>(), n_, req[0] == Req::kAdd);
+    cuda::check_launch("regression_forward");
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray>, std::span<const NDArray> in_data,
+                std::span<const NDArray> out_data, std::span<const Req> req,
+                std::span<const NDArray> in_grad) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    regression_backward<F><<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        out_data[0].data<float>(), in_data[1].data<float>(), in_grad[0].data<float>(), scale_, n_,
+        req[0] == Req::kAdd);
+    cuda::check_launch("regression_backward");
+  }
+
+ private:
+  int64_t n_;
+  float scale_;
+};
+
+template <class F>
+KernelFactory regression_gpu() {
+  return [](const KernelArgs& a) -> std::unique_ptr<Kernel> {
+    return std::make_unique<RegressionGpuKernel<F>>(a);
+  };
+}
+
+LOOM_REGISTER_OP("LinearRegressionOutput")
+    .kernel(DeviceType::kGPU, regression_gpu<loss::LinearRegression>());
+LOOM_REGISTER_OP("LogisticRegressionOutput")
+    .kernel(DeviceType::kGPU, regression_gpu<loss::LogisticRegression>());
+LOOM_REGISTER_OP("MAERegressionOutput")
+    .kernel(DeviceType::kGPU, regression_gpu<loss::MAERegression>());
+
+// ---- MakeLoss ----
+
+// *count += number of y[i] > thresh (one atomic per block after a shared-memory sum).
+__global__ void count_above(const float* y, int64_t n, float thresh, unsigned long long* count) {
+  __shared__ unsigned long long block_count;
+  if (threadIdx.x == 0) block_count = 0;
+  __syncthreads();
+  unsigned long long mine = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    mine += y[i] > thresh;
+  if (mine) atomicAdd(&block_count, mine);
+  __syncthreads();
+  if (threadIdx.x == 0 && block_count) atomicAdd(count, block_count);
+}
+
+// dx (=|+=) v, with v = scale / max(1, *count) when count is given, else scale.
+__global__ void fill_grad(float* dx, int64_t n, float scale, const unsigned long long* count,
+                          int add) {
+  float v = scale;
+  if (count) v = scale / static_cast<float>(*count > 0 ? *count : 1ull);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    math::assign_req(dx + i, add, v);
+}
+
+class MakeLossGpuKernel final : public Kernel {
+ public:
+  explicit MakeLossGpuKernel(const KernelArgs& a)
+      : p_(a.attrs.param<loss::MakeLossParam>()),
+        n_(a.in_shapes[0].numel()),
+        batch_(a.in_shapes[0].ndim() > 0 ? a.in_shapes[0][0] : 1) {
+    cuda::require_float32(a);
+  }
+  size_t workspace_bytes() const override {
+    return p_.normalization == "valid" ? sizeof(unsigned long long) : 0;
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    const float* x = in[0].data<float>();
+    float* y = out[0].data<float>();
+    if (req[0] != Req::kAdd && x == y) return;  // in place
+    cudaStream_t s = cuda::stream_of(ctx);
+    if (req[0] == Req::kAdd) {
+      cuda::unary_forward_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(math::Identity{},
+                                                                                  x, y, n_, 1);
+      cuda::check_launch("MakeLoss forward");
+    } else {
+      cuda::check(cudaMemcpyAsync(y, x, static_cast<size_t>(n_) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, s),
+                  "cudaMemcpyAsync");
+    }
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray>, std::span<const NDArray>,
+                std::span<const NDArray> out_data, std::span<const Req> req,
+                std::span<const NDArray> in_grad) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    cudaStream_t s = cuda::stream_of(ctx);
+    float scale = p_.grad_scale;
+    unsigned long long* count = nullptr;
+    if (p_.normalization == "batch") {
+      scale = p_.grad_scale / static_cast<float>(batch_);
+    } else if (p_.normalization == "valid") {  // counted on the device: no host round trip
+      count = static_cast<unsigned long long*>(ctx.workspace);
+      cuda::check(cudaMemsetAsync(count, 0, sizeof *count, s), "cudaMemsetAsync");
+      count_above<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(out_data[0].data<float>(), n_,
+                                                                   p_.valid_thresh, count);
+      cuda::check_launch("MakeLoss count_above");
+    }
+    fill_grad<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(in_grad[0].data<float>(), n_, scale,
+                                                               count, req[0] == Req::kAdd);
+    cuda::check_launch("MakeLoss fill_grad");
+  }
+
+ private:
+  loss::MakeLossParam p_;
+  int64_t n_, batch_;
+};
+
+LOOM_REGISTER_OP("MakeLoss").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<MakeLossGpuKernel>(a));
+});
+
+// ---- SoftmaxOutput ----
+
+__global__ void softmax_output_forward(loss::SoftmaxOutputView v, const float* x, float* y,
+                                       int add) {
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < v.groups();
+       g += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = v.base(g);
+    loss::softmax_strided(x + base, y + base, v.k, v.m, add);
+  }
+}
+
+__global__ void softmax_output_soft_grad(const float* y, const float* l, const float* hg, float* dx,
+                                         int64_t n, float s, int add) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    math::assign_req(dx + i, add, loss::soft_label_grad(y[i], l[i], hg ? hg[i] : 1.f, s));
+}
+
+// *valid += the labels that count for normalization="valid".
+__global__ void softmax_output_count(loss::SoftmaxOutputGrad gr, const float* l, int64_t groups,
+                                     unsigned long long* valid) {
+  unsigned long long mine = 0;
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
+       g += int64_t(gridDim.x) * blockDim.x)
+    mine += static_cast<unsigned long long>(gr.counts(l[g]));
+  if (mine) atomicAdd(valid, mine);
+}
+
+// The scale is gr.scale, or with `valid` (normalization="valid") computed from its count.
+__global__ void softmax_output_grad(loss::SoftmaxOutputView v, loss::SoftmaxOutputGrad gr,
+                                    const float* y, const float* l, const float* hg, float* dx,
+                                    const unsigned long long* valid, int add) {
+  const float s = valid ? gr.valid_scale(static_cast<int64_t>(*valid)) : gr.scale;
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < v.groups();
+       g += int64_t(gridDim.x) * blockDim.x)
+    gr.group(v, g, y, l[g], hg, dx, s, add);
+}
+
+class SoftmaxOutputGpuKernel final : public Kernel {
+ public:
+  explicit SoftmaxOutputGpuKernel(const KernelArgs& a)
+      : p_(a.attrs.param<loss::SoftmaxOutputParam>()),
+        v_(loss::softmax_output_view(a)),
+        gr_(p_, v_) {
+    cuda::require_float32(a);
+  }
+  size_t workspace_bytes() const override {
+    return !v_.soft && p_.normalization == "valid" ? sizeof(unsigned long long) : 0;
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull || v_.size == 0) return;
+    softmax_output_forward<<<cuda::grid_size(v_.groups()), cuda::kBlockSize, 0,
+                             cuda::stream_of(ctx)>>>(v_, in[0].data<float>(), out[0].data<float>(),
+                                                     req[0] == Req::kAdd);
+    cuda::check_launch("softmax_output_forward");
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> out_grad,
+                std::span<const NDArray> in_data, std::span<const NDArray> out_data,
+                std::span<const Req> req, std::span<const NDArray> in_grad) override {
+    if (req[0] == Req::kNull || v_.size == 0) return;
+    cudaStream_t s = cuda::stream_of(ctx);
+    const int add = req[0] == Req::kAdd;
+    const float* y = out_data[0].data<float>();
+    const float* l = in_data[1].data<float>();
+    const float* hg = p_.out_grad ? out_grad[0].data<float>() : nullptr;
+    float* dx = in_grad[0].data<float>();
+    if (v_.soft) {
+      softmax_output_soft_grad<<<cuda::grid_size(v_.size), cuda::kBlockSize, 0, s>>>(
+          y, l, hg, dx, v_.size, p_.grad_scale, add);
+      cuda::check_launch("softmax_output_soft_grad");
+      return;
+    }
+    unsigned long long* valid = nullptr;
+    if (p_.normalization == "valid") {  // counted on the device: no host round trip
+      valid = static_cast<unsigned long long*>(ctx.workspace);
+      cuda::check(cudaMemsetAsync(valid, 0, sizeof *valid, s), "cudaMemsetAsync");
+      softmax_output_count<<<cuda::grid_size(v_.groups()), cuda::kBlockSize, 0, s>>>(
+          gr_, l, v_.groups(), valid);
+      cuda::check_launch("softmax_output_count");
+    }
+    softmax_output_grad<<<cuda::grid_size(v_.groups()), cuda::kBlockSize, 0, s>>>(v_, gr_, y, l, hg,
+                                                                                  dx, valid, add);
+    cuda::check_launch("softmax_output_grad");
+  }
+
+ private:
+  loss::SoftmaxOutputParam p_;
+  loss::SoftmaxOutputView v_;
+  loss::SoftmaxOutputGrad gr_;
+};
+
+LOOM_REGISTER_OP("SoftmaxOutput").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<SoftmaxOutputGpuKernel>(a));
+});
+
+}  // namespace
+}  // namespace loom

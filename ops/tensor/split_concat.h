@@ -1,0 +1,99 @@
+// Concat's, SliceChannel's and slice_axis's parameters and their row views, shared by the
+// CPU kernels (concat.cc, slice_channel.cc) and the CUDA kernels (split_concat.cu). Both move rows:
+// the arrays are (outer, dim, inner) around the axis, and each piece is `outer` rows of piece-size
+// runs inside the whole's rows.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ops/infer.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace loom::tensor {
+
+struct ConcatParam {
+  int num_args, dim;
+};
+inline ParamSchema<ConcatParam> concat_schema() {
+  return ParamSchema<ConcatParam>()
+      .required("num_args", &ConcatParam::num_args, "Number of inputs to concatenate.")
+      .optional("dim", &ConcatParam::dim, 1, "The axis to concatenate along.")
+      .check([](ConcatParam& p) { check_input_count(p.num_args, "num_args"); });
+}
+
+/// Concat's output as `outer` rows of `row` elements, input k filling a run of chunk[k]
+/// elements of each row, one after the other.
+struct ConcatRows {
+  int64_t outer = 1, row = 0;
+  std::vector<int64_t> chunk;
+};
+inline ConcatRows concat_rows(const KernelArgs& a) {
+  const Shape& o = a.out_shapes[0];
+  const int ax = norm_axis(a.attrs.param<ConcatParam>().dim, o.ndim(), "dim");
+  ConcatRows r;
+  for (int d = 0; d < ax; ++d) r.outer *= o[d];
+  int64_t inner = 1;
+  for (int d = ax + 1; d < o.ndim(); ++d) inner *= o[d];
+  r.row = o[ax] * inner;
+  for (const auto& s : a.in_shapes) r.chunk.push_back(s[ax] * inner);
+  return r;
+}
+
+struct SliceChannelParam {
+  int num_outputs, axis;
+  bool squeeze_axis;
+};
+inline ParamSchema<SliceChannelParam> slice_channel_schema() {
+  return ParamSchema<SliceChannelParam>()
+      .required("num_outputs", &SliceChannelParam::num_outputs, "Number of equal pieces.")
+      .optional("axis", &SliceChannelParam::axis, 1, "The axis to split along.")
+      .optional("squeeze_axis", &SliceChannelParam::squeeze_axis, false,
+                "Remove the split axis (each piece must then have size 1 along it).")
+      .check([](SliceChannelParam& p) {
+        check_input_count(p.num_outputs, "num_outputs");  // one output name each
+      });
+}
+
+/// (outer, dim, inner) of `s` around axis `ax`.
+struct Split3 {
+  int64_t outer = 1, dim = 1, inner = 1;
+};
+inline Split3 split3(const Shape& s, int ax) {
+  Split3 r;
+  for (int d = 0; d < ax; ++d) r.outer *= s[d];
+  r.dim = s[ax];
+  for (int d = ax + 1; d < s.ndim(); ++d) r.inner *= s[d];
+  return r;
+}
+
+/// slice_axis: entries [begin, end) along one axis.
+struct SliceAxisParam {
+  int axis, begin;
+  std::optional<int> end;
+};
+inline ParamSchema<SliceAxisParam> slice_axis_schema() {
+  return ParamSchema<SliceAxisParam>()
+      .required("axis", &SliceAxisParam::axis, "The axis to slice (negatives allowed).")
+      .required("begin", &SliceAxisParam::begin, "First index (negatives count from the end).")
+      .optional("end", &SliceAxisParam::end, std::optional<int>(),
+                "One past the last index; None = to the end.");
+}
+
+/// Resolves (axis, begin, end) against a shape; throws ShapeError when the range is empty.
+inline std::array<int64_t, 3> slice_range(const SliceAxisParam& p, const Shape& s) {
+  const int ax = norm_axis(p.axis, s.ndim(), "axis");
+  const int64_t n = s[ax];
+  int64_t b = p.begin < 0 ? p.begin + n : p.begin;
+  int64_t e = !p.end ? n : (*p.end < 0 ? *p.end + n : *p.end);
+  if (b < 0 || e > n || b >= e)
+    throw ShapeError("slice_axis: begin=" + std::to_string(p.begin) +
+                     ", end=" + (p.end ? std::to_string(*p.end) : std::string("None")) +
+                     " is not a non-empty range of axis " + std::to_string(p.axis) +
+                     " of input 0 (data) with shape " + s.str());
+  return {ax, b, e};
+}
+
+}  // namespace loom::tensor

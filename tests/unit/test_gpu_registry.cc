@@ -1,0 +1,217 @@
+// GPU coverage of the operator registry, checked on every machine (no device needed): every
+// op with a CPU kernel has a GPU kernel, or stands below with the reason it has none yet.
+// The list only shrinks: an op on it that gains a GPU kernel fails the test until it is
+// removed, so the list stays true (and `loom ops` shows the same facts to users).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace loom {
+namespace {
+
+struct NoGpuKernelYet {
+  const char* reason;
+  std::vector<const char*> ops;
+};
+
+const std::vector<NoGpuKernelYet>& no_gpu_kernel_yet() {
+  static const std::vector<NoGpuKernelYet> v = {
+      {"not yet: cuDNN convolution, pooling, normalisation, LRN and RNN (issue 14)",
+       {"Convolution", "Convolution_v1", "Deconvolution", "Pooling", "Pooling_v1", "BatchNorm",
+        "BatchNorm_v1", "LRN", "RNN"}},
+      {"not yet: matrix products other than FullyConnected, dot, batch_dot (cuBLAS)",
+       {"_linalg_gemm", "_linalg_gemm2", "_linalg_syrk", "_linalg_trmm", "_linalg_trsm",
+        "khatri_rao", "_contrib_interleaved_matmul_encdec_qk",
+        "_contrib_interleaved_matmul_encdec_valatt", "_contrib_interleaved_matmul_selfatt_qk",
+        "_contrib_interleaved_matmul_selfatt_valatt"}},
+      {"not yet: factorisations (cuSOLVER) and the triangular/diagonal helpers of linalg",
+       {"_linalg_potrf", "_linalg_potri", "_linalg_gelqf", "_linalg_syevd", "_linalg_inverse",
+        "_linalg_det", "_linalg_slogdet", "_linalg_sumlogdiag", "_linalg_extractdiag",
+        "_linalg_extracttrian", "_linalg_makediag", "_linalg_maketrian"}},
+      {"not yet: loss heads other than SoftmaxOutput, the regression outputs and MakeLoss",
+       {"SVMOutput", "CTCLoss", "softmax_cross_entropy", "make_loss", "IdentityAttachKLSparseReg"}},
+      {"not yet: softmax family (per-row kernels)",
+       {"softmax", "log_softmax", "softmin", "SoftmaxActivation"}},
+      {"not yet: normalisation layers other than BatchNorm (per-row reductions)",
+       {"LayerNorm", "GroupNorm", "InstanceNorm", "L2Normalization", "moments"}},
+      {"not yet: element-wise ops outside elemwise_math.h (need shared functors first)",
+       {"LeakyReLU",
+        "hard_sigmoid",
+        "clip",
+        "_contrib_quadratic",
+        "_contrib_div_sqrt_dim",
+        "gamma",
+        "gammaln",
+        "erfinv",
+        "logical_not",
+        "_contrib_round_ste",
+        "_contrib_sign_ste",
+        "_contrib_gradientmultiplier",
+        "_hypot",
+        "_hypot_scalar",
+        "_mod",
+        "_mod_scalar",
+        "_rmod_scalar",
+        "Cast",
+        "amp_cast",
+        "amp_multicast"}},
+      {"not yet: reductions other than sum/mean/max/min/prod (NaN-aware, norms, arg-, "
+       "finiteness)",
+       {"nansum", "nanprod", "norm", "_square_sum", "argmax", "argmin", "argmax_channel",
+        "all_finite", "multi_all_finite", "_histogram", "_contrib_allclose"}},
+      {"not yet: broadcast ops hypot and mod, and the shape-only broadcasts",
+       {"broadcast_hypot", "broadcast_mod", "broadcast_to", "broadcast_like", "broadcast_axis"}},
+      {"not yet: strided copies other than Concat, SliceChannel and slice_axis",
+       {"_split_v2", "stack", "slice", "slice_like", "Crop", "Pad", "tile", "repeat", "reverse",
+        "transpose", "SwapAxis", "depth_to_space", "space_to_depth", "_slice_assign",
+        "_slice_assign_scalar", "diag"}},
+      {"not yet: creation ops other than zeros/ones, and shape queries",
+       {"_full", "_arange", "_linspace", "_eye", "_contrib_arange_like", "shape_array",
+        "size_array", "_contrib_index_array"}},
+      {"not yet: gathers other than Embedding, scatters, sorting and sequence ops",
+       {"take",
+        "batch_take",
+        "pick",
+        "one_hot",
+        "gather_nd",
+        "scatter_nd",
+        "_ravel_multi_index",
+        "_unravel_index",
+        "_contrib_index_copy",
+        "fill_element_0index",
+        "where",
+        "topk",
+        "sort",
+        "argsort",
+        "_np_cumsum",
+        "SequenceLast",
+        "SequenceMask",
+        "SequenceReverse",
+        "im2col",
+        "col2im"}},
+      {"not yet: random image ops",
+       {"_image_random_brightness", "_image_random_color_jitter", "_image_random_contrast",
+        "_image_random_flip_left_right", "_image_random_flip_top_bottom", "_image_random_hue",
+        "_image_random_lighting", "_image_random_saturation"}},
+      {"not yet: image preprocessing ops",
+       {"_image_adjust_lighting", "_image_crop", "_image_flip_left_right", "_image_flip_top_bottom",
+        "_image_normalize", "_image_resize", "_image_to_tensor"}},
+      {"not yet: optimizer updates other than the SGD family and Adam (shared functors first)",
+       {"_assign", "adamw_update", "_adamw_update", "ftml_update", "ftrl_update",
+        "lamb_update_phase1", "lamb_update_phase2", "mp_sgd_update", "mp_sgd_mom_update",
+        "rmsprop_update", "rmspropalex_update", "signsgd_update", "signum_update"}},
+      {"not yet: training-step ops other than counter, predicate, accumulation and EMA (lr, "
+       "buckets, sharded EMA; with the device-side predicate and CUDA Graph capture)",
+       {"_loom_after", "_loom_bucket", "_loom_copy_state", "_loom_ema_shard_update", "_loom_lr"}},
+      {"not yet: data-parallel ops on device buffers (NCCL path of the communicator)",
+       {"_loom_allreduce", "_loom_allreduce_plan", "_loom_allreduce_start", "_loom_allreduce_wait",
+        "_loom_broadcast_once", "_loom_shard_reduce_scatter", "_loom_shard_update",
+        "_loom_shard_norms", "_loom_shard_all_gather"}},
+      {"not yet: vision and detection ops",
+       {"BilinearSampler",
+        "GridGenerator",
+        "SpatialTransformer",
+        "Correlation",
+        "ROIPooling",
+        "UpSampling",
+        "_contrib_AdaptiveAvgPooling2D",
+        "_contrib_BilinearResize2D",
+        "_contrib_DeformableConvolution",
+        "_contrib_ModulatedDeformableConvolution",
+        "_contrib_DeformablePSROIPooling",
+        "_contrib_PSROIPooling",
+        "_contrib_ROIAlign",
+        "_contrib_RROIAlign",
+        "_contrib_MultiBoxDetection",
+        "_contrib_MultiBoxPrior",
+        "_contrib_MultiBoxTarget",
+        "_contrib_MultiProposal",
+        "_contrib_Proposal",
+        "_contrib_bipartite_matching",
+        "_contrib_box_decode",
+        "_contrib_box_encode",
+        "_contrib_box_iou",
+        "_contrib_box_nms"}},
+  };
+  return v;
+}
+
+// op name -> reason, failing on an op listed twice.
+std::map<std::string, std::string> listed_ops() {
+  std::map<std::string, std::string> m;
+  for (const auto& group : no_gpu_kernel_yet())
+    for (const char* op : group.ops)
+      EXPECT_TRUE(m.emplace(op, group.reason).second) << op << " is listed twice";
+  return m;
+}
+
+TEST(GpuRegistry, EveryCpuOpHasGpuKernelOrListedReason) {
+#ifndef LOOM_HAVE_CUDA
+  GTEST_SKIP() << "CPU-only build: no op has a GPU kernel";
+#else
+  std::map<std::string, std::string> listed = listed_ops();
+  std::string missing;
+  for (const OpDef* op : all_ops())
+    if (op->kernels.count(DeviceType::kCPU) && !op->kernels.count(DeviceType::kGPU) &&
+        !listed.count(op->name))
+      missing += " " + op->name;
+  EXPECT_EQ(missing, "") << "ops with a CPU kernel, no GPU kernel and no reason listed in "
+                            "tests/unit/test_gpu_registry.cc:"
+                         << missing;
+#endif
+}
+
+TEST(GpuRegistry, ListedOpsExistAndStillLackGpuKernel) {
+#ifndef LOOM_HAVE_CUDA
+  GTEST_SKIP() << "CPU-only build: no op has a GPU kernel";
+#else
+  for (const auto& [name, reason] : listed_ops()) {
+    const OpDef* op = find_op(name);
+    ASSERT_NE(op, nullptr) << "listed op " << name << " is not registered";
+    EXPECT_EQ(op->name, name) << "list the canonical name, not the alias " << name;
+    EXPECT_TRUE(op->kernels.count(DeviceType::kCPU)) << name << " has no CPU kernel";
+    EXPECT_FALSE(op->kernels.count(DeviceType::kGPU))
+        << name << " has a GPU kernel now: remove it from the list (" << reason << ")";
+  }
+#endif
+}
+
+// Some ops of each kind the CUDA layer provides (a registration typo in a .cu drops one).
+// clang-format off
+const char* const kKnownGpuOps[] = {
+    "exp", "elemwise_add", "_plus_scalar", "_copy", "Activation", "LinearRegressionOutput",
+    "LogisticRegressionOutput", "MAERegressionOutput", "MakeLoss", "SoftmaxOutput", "sgd_update",
+    "sgd_mom_update", "nag_mom_update", "adam_update", "_loom_accumulate", "_loom_counter",
+    "_loom_step_predicate", "Reshape", "Flatten", "sum", "mean", "max", "broadcast_add",
+    "broadcast_mul", "FullyConnected", "dot", "batch_dot", "add_n", "_zeros", "ones_like",
+    "_loom_ema_update", "_loom_ema_debias", "Concat", "SliceChannel", "Embedding", "slice_axis", "Dropout", "_equal", "broadcast_greater", "_lesser_scalar"};
+// clang-format on
+
+// The ops that have GPU kernels are exactly the ones off the list, and the known ones are
+// among them.
+TEST(GpuRegistry, KnownGpuKernels) {
+#ifndef LOOM_HAVE_CUDA
+  GTEST_SKIP() << "CPU-only build: no op has a GPU kernel";
+#else
+  for (const char* name : kKnownGpuOps) {
+    const OpDef* op = find_op(name);
+    ASSERT_NE(op, nullptr) << name;
+    EXPECT_TRUE(op->kernels.count(DeviceType::kGPU)) << name << " has no GPU kernel";
+    EXPECT_TRUE(op->kernels.count(DeviceType::kCPU)) << name << " has no CPU kernel";
+  }
+  size_t gpu = 0, cpu = 0;
+  for (const OpDef* op : all_ops()) {
+    gpu += op->kernels.count(DeviceType::kGPU);
+    cpu += op->kernels.count(DeviceType::kCPU);
+  }
+  EXPECT_EQ(cpu - gpu, listed_ops().size()) << "GPU kernels: " << gpu << " of " << cpu;
+#endif
+}
+
+}  // namespace
+}  // namespace loom
