@@ -36,6 +36,11 @@ struct OpContext {
   void* stream = nullptr;          ///< device stream (cudaStream_t on GPU)
   std::mt19937_64* rng = nullptr;  ///< executor-owned generator (Dropout, rrelu)
   void* workspace = nullptr;       ///< scratch of at least Kernel::workspace_bytes()
+  /// GPU binds, predicated nodes (`__pred__`) whose kernel says `device_predicate()`: the
+  /// node's (1,) float32 predicate in device memory. The kernel's launches must leave every
+  /// output and state as it is when it points to 0 (runtime/cuda/predicate.cuh). Null
+  /// otherwise: the node runs.
+  const float* pred = nullptr;
 };
 
 /// An element-wise activation a producer applies to its output as it writes it (inference
@@ -63,6 +68,14 @@ class Kernel {
   virtual ~Kernel() = default;
   /// Scratch bytes the executor must provide in OpContext::workspace.
   virtual size_t workspace_bytes() const { return 0; }
+  /// Device kernels of predicated nodes: true when forward reads OpContext::pred on the
+  /// device and does nothing while it is 0. Otherwise the executor reads the predicate on
+  /// the host (a copy and a wait per call, and no CUDA Graph capture).
+  virtual bool device_predicate() const { return false; }
+  /// False when a call depends on host state that changes from call to call or waits for
+  /// the device (a seed drawn per call, host code such as Python custom ops): the executor
+  /// then never records the graph it is in as a CUDA Graph.
+  virtual bool capturable() const { return true; }
   /// Offered by the executor when output 0's only reader is `next`, a one-input node that
   /// computes in place over it: return true to apply `next` to output 0 from now on (the
   /// executor then skips `next`'s forward). Called at bind, after construction.

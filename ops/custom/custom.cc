@@ -109,6 +109,8 @@ class CustomKernel final : public Kernel {
     op_ = p_.prop->create_operator(k.device, k.in_shapes, k.in_types);
     if (!op_) throw Error(where(k.attrs) + " (node '" + name_ + "'): create_operator returned nothing");
   }
+  // User code runs on the host (Python: through staging copies of device arrays).
+  bool capturable() const override { return false; }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     args_.assign(in.begin(), in.begin() + static_cast<long>(p_.n_args));

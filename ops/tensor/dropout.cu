@@ -63,6 +63,8 @@ class DropoutGpuKernel final : public Kernel {
     shared_ = m != s;
     if (shared_) plan_ = cuda::device_plan(tensor::make_bcast_plan(m, s, s), a);
   }
+  // The seed is drawn on the host per call: a recorded CUDA Graph would replay one mask.
+  bool capturable() const override { return false; }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (n_ == 0) return;
