@@ -26,6 +26,13 @@ bool device_available(DeviceType t) {
   return b && b->count() > 0;
 }
 
+void check_device(Device d) {
+  if (d.type == DeviceType::kGPU && !slot(d.type))
+    throw Error("no CUDA device: " + d.str() + " is not available (this build of Loom has no "
+                "CUDA support)");
+  device_backend(d.type).check_available(d.id);
+}
+
 void device_copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) {
   if (bytes == 0) return;
   if (dd.type == DeviceType::kCPU && sd.type == DeviceType::kCPU) {

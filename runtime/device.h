@@ -3,11 +3,22 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "runtime/base.h"
 
 namespace loom {
+
+/// Device work recorded once and replayed as one launch (a CUDA Graph), on the stream it
+/// was recorded from. Everything it touches (pointers, sizes, kernel arguments) is fixed.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  /// Queues one replay on the device's stream (asynchronous, as the recorded launches).
+  virtual void launch() = 0;
+};
 
 /// One backend per device type (CPU, CUDA). Implementations register themselves with
 /// `register_device_backend`; nothing else in Loom branches on the device type.
@@ -37,12 +48,28 @@ class DeviceBackend {
   /// (CPU: available RAM and swap, within the cgroup's limit); SIZE_MAX when unknown. Bind
   /// checks its memory plan against it before allocating anything.
   virtual size_t available_memory(int id) { (void)id; return SIZE_MAX; }
+  /// Throws Error naming the device and why when device `id` cannot be used (CUDA: no
+  /// device, e.g. "no CUDA device: gpu(0) is not available (cudaGetDeviceCount: ...)", or an
+  /// id out of range). Bind calls it before anything else touches the device.
+  virtual void check_available(int id) { (void)id; }
+  /// Records the device work `work` queues on device `id`'s stream without running it and
+  /// returns it as a replayable graph; null (with `why` set) when the backend cannot record
+  /// or recording failed (e.g. `work` waited for the device). Either way nothing has run.
+  virtual std::unique_ptr<DeviceGraph> capture(int id, const std::function<void()>& work,
+                                               std::string* why) {
+    (void)id, (void)work;
+    if (why) *why = "this device does not record graphs";
+    return nullptr;
+  }
 };
 
 /// Backend for a device type; throws Error when none is compiled in.
 DeviceBackend& device_backend(DeviceType t);
 /// True when a backend for `t` is compiled in and reports at least one device.
 bool device_available(DeviceType t);
+/// Throws Error with a clear message when `d` cannot be used here (no CUDA in this build, no
+/// device, id out of range): what bind, the CLI and the Python contexts call first.
+void check_device(Device d);
 /// Called by backends at static-initialisation time.
 void register_device_backend(DeviceType t, DeviceBackend* backend);
 

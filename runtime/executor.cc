@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 #include <mutex>
 #include <set>
 
@@ -29,6 +30,7 @@ struct Executor::Step {
   size_t n_in = 0, n_out = 0;  // forward: in, out; backward: out_grad/in_data/out_data sizes
   size_t n_og = 0, n_id = 0, n_od = 0, n_ig = 0;
   NDArray pred;  // predicated nodes: skipped while pred[0] == 0
+  bool pred_on_device = false;  // the kernel reads `pred` on the device (OpContext::pred)
   std::vector<int> mutated;  // forward: inputs the kernel writes in place (op_aux)
   // A chain of element-wise steps run chunk by chunk (kernel == nullptr): see fuse_chains.
   std::vector<Step> chain;
@@ -153,6 +155,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
   sym_ = sym;
   run_sym_ = env_off("MXNET_ELIMINATE_COMMON_EXPR") ? sym : eliminate_common_expr(sym);
   dev_ = opts.device;
+  check_device(dev_);  // "no CUDA device: gpu(0) is not available (...)" before anything else
   {
     // Executors may be bound from several threads at once.
     static std::mutex seed_mu;
@@ -444,8 +447,8 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
       s.partition = s.kernel->range_partition();
       if (n.pred != kNoEntry) {
         s.pred = entries_[n.pred];
-        if (dev_.type != DeviceType::kCPU)
-          throw BindError("bind: predicated node '" + n.attrs->name + "' runs on CPU only for now");
+        s.pred_on_device = predicate_path(dev_.type, true, s.kernel->device_predicate()) ==
+                           PredicatePath::kDevice;
       }
     } else {
       s.backward = true;
@@ -464,6 +467,47 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
   }
   kernels_ = std::move(kernels);
   if (dev_.type == DeviceType::kCPU && opts.fuse_chains) fuse_chains(fwd_steps_);
+  plan_capture(opts);
+}
+
+// Whether calls are recorded as CUDA Graphs (runtime/step_capture.h): every step's kernel
+// must be recordable and read its predicate, if any, on the device.
+void Executor::plan_capture(const BindOptions& opts) {
+  CaptureFacts f;
+  f.device = dev_.type;
+  f.mode = opts.cuda_graph;
+  if (const char* env = std::getenv("LOOM_CUDA_GRAPH")) f.env = env;
+  for (const ExecNode& n : eg_.nodes)
+    f.step_graph = f.step_graph || n.pred != kNoEntry || !n.alias.empty();
+  auto check = [&](const Step& s) {
+    const OpAttrs& a = *eg_.nodes[s.node].attrs;
+    const std::string who = "node '" + a.name + "' (" + a.op->name + ")";
+    if (!s.kernel->capturable())
+      f.blockers.push_back(who + " runs host code or reads host values per call");
+    else if (!s.pred.is_none() && !s.pred_on_device && dev_.type != DeviceType::kCPU)
+      f.blockers.push_back(who + " reads its predicate on the host (no device predicate)");
+  };
+  for (const auto* list : {&fwd_steps_, &bwd_steps_})
+    for (const Step& s : *list) {
+      if (s.chain.empty()) check(s);
+      for (const Step& m : s.chain) check(m);  // chunked chains (CPU)
+    }
+  const CaptureDecision d = decide_capture(f);
+  record_ = d.record;
+  capture_note_ = d.note;
+  if (!f.blockers.empty() && dev_.type == DeviceType::kGPU && f.env != "0" &&
+      opts.cuda_graph != CudaGraphMode::kOff && (f.step_graph || f.env == "1" ||
+                                                  opts.cuda_graph == CudaGraphMode::kOn))
+    std::cerr << "loom: note: " << d.note << "\n";
+}
+
+std::string Executor::cuda_graph_status() const {
+  std::string s = capture_note_;
+  if (record_)
+    s += "; " + std::to_string(captures_.recordings()) + " recorded, " +
+         std::to_string(captures_.replays()) + " replayed";
+  if (!captures_.failure().empty()) s += "; " + captures_.failure();
+  return s;
 }
 
 // Consecutive element-wise steps (Kernel::range_partition) over the same partition and
@@ -590,6 +634,13 @@ bool Executor::run_post_ops(std::vector<Step>& steps, size_t k, const OpContext&
 }
 
 void Executor::run(std::vector<Step>& steps, bool is_train) {
+  // Profiling and the backward monitor need each kernel call on the host: run eagerly.
+  if (!record_ || step_timer_ || bwd_monitor_) return run_steps(steps, is_train);
+  const int key = (&steps == &bwd_steps_ ? 2 : 0) + (is_train ? 1 : 0);
+  captures_.run(key, device_backend(dev_.type), dev_.id, [&] { run_steps(steps, is_train); });
+}
+
+void Executor::run_steps(std::vector<Step>& steps, bool is_train) {
   OpContext ctx;
   ctx.is_train = is_train;
   ctx.device = dev_;
@@ -611,7 +662,14 @@ void Executor::run(std::vector<Step>& steps, bool is_train) {
   };
   for (size_t k = 0; k < steps.size(); ++k) {
     Step& s = steps[k];
-    if (!s.pred.is_none() && *s.pred.data<float>() == 0.f) continue;
+    ctx.pred = nullptr;
+    if (s.pred_on_device) {
+      ctx.pred = s.pred.data<float>();  // the kernel exits early on the device while it is 0
+    } else if (!s.pred.is_none()) {
+      float p = 0.f;  // CPU: a plain read; a device without a device predicate: copy and wait
+      device_copy(&p, Device::cpu(), s.pred.craw(), s.pred.device(), sizeof(float));
+      if (p == 0.f) continue;
+    }
     Clock clock{step_timer_ ? this : nullptr, steps, k, k,
                 step_timer_ ? std::chrono::steady_clock::now()
                             : std::chrono::steady_clock::time_point()};

@@ -11,6 +11,7 @@
 #include "graph/exec_graph.h"
 #include "graph/symbol.h"
 #include "runtime/ndarray.h"
+#include "runtime/step_capture.h"
 
 namespace loom {
 
@@ -22,6 +23,9 @@ struct BindOptions {
   std::map<std::string, DType> type_dict;
   /// Run consecutive element-wise steps (updates, EMA) chunk by chunk in one pass (CPU).
   bool fuse_chains = true;
+  /// GPU binds: record each forward/backward call once as a CUDA Graph and replay it
+  /// (runtime/step_capture.h; kAuto: step graphs only). LOOM_CUDA_GRAPH=0/1 overrides it.
+  CudaGraphMode cuda_graph = CudaGraphMode::kAuto;
   /// Arrays to write outputs into, by output position (none or missing: the executor's
   /// own). Executor.reshape passes views of the old executor's outputs, as MXNet shares them.
   std::vector<NDArray> outputs;
@@ -99,6 +103,11 @@ class Executor {
   /// Producers (Convolution) applying a following activation node (ReLU after a sum, leaky,
   /// PReLU) as a post-op in inference calls.
   size_t fused_activation_pairs() const { return fused_act_; }
+  /// One line: whether calls are recorded as CUDA Graphs and why (not), with the counts of
+  /// recordings and replays and a failed recording's reason.
+  std::string cuda_graph_status() const;
+  /// True when calls of this executor are recorded and replayed (decide_capture).
+  bool records_cuda_graphs() const { return record_; }
   /// Copies values of same-named arguments / aux states (as MXNet's copy_params_from).
   void copy_params_from(const std::map<std::string, NDArray>& arg_params,
                         const std::map<std::string, NDArray>& aux_params = {},
@@ -112,6 +121,8 @@ class Executor {
              const std::map<std::string, NDArray>* aux, const BindOptions& opts);
   struct Step;
   void run(std::vector<Step>& steps, bool is_train);
+  void run_steps(std::vector<Step>& steps, bool is_train);
+  void plan_capture(const BindOptions& opts);
   void fuse_chains(std::vector<Step>& steps);
   void run_chain(Step& s, const OpContext& ctx);
   bool run_post_ops(std::vector<Step>& steps, size_t k, const OpContext& ctx);
@@ -136,6 +147,9 @@ class Executor {
   size_t fused_affine_ = 0, fused_sum_ = 0, fused_act_ = 0;
   std::vector<float> affine_scale_, affine_shift_;  // per call, for channel-affine pairs
   StepTimer step_timer_;
+  bool record_ = false;  // decide_capture's answer
+  std::string capture_note_;
+  CaptureCache captures_;
 };
 
 }  // namespace loom

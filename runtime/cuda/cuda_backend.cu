@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_context.h"
+#include "runtime/cuda/graph_capture.h"
 #include "runtime/device.h"
 
 namespace loom::cuda {
@@ -60,12 +61,13 @@ Runtime& runtime() {
 // The state of device `id`; throws a specific Error when it does not exist.
 DeviceState& device(int id, const char* doing) {
   Runtime& r = runtime();
+  const std::string gpu = "gpu(" + std::to_string(id) + ")";
+  const std::string what = *doing ? std::string("; cannot ") + doing : std::string();
   if (r.count == 0)
-    throw Error(std::string("no CUDA device available (") + r.count_error + "): cannot " + doing +
-                " on gpu(" + std::to_string(id) + ")");
+    throw Error("no CUDA device: " + gpu + " is not available (" + r.count_error + ")" + what);
   if (id < 0 || id >= r.count)
-    throw Error("cannot " + std::string(doing) + " on gpu(" + std::to_string(id) + "): only " +
-                std::to_string(r.count) + " CUDA device(s) present");
+    throw Error(gpu + " is not available: only " + std::to_string(r.count) +
+                " CUDA device(s) present" + what);
   return *r.devices[static_cast<size_t>(id)];
 }
 
@@ -266,6 +268,13 @@ class CudaBackend final : public DeviceBackend {
   int count() override { return device_count(); }
 
   void* stream(int id) override { return cuda::stream(id); }
+
+  void check_available(int id) override { device(id, ""); }
+
+  std::unique_ptr<DeviceGraph> capture(int id, const std::function<void()>& work,
+                                       std::string* why) override {
+    return capture_graph(id, work, why);
+  }
 
  private:
   // Size classes as the CPU pool: multiples of 256 B (cudaMalloc's alignment) up to 4 KiB,
