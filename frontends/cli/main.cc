@@ -15,6 +15,7 @@
 #include "frontends/cli/bench.h"
 #include "frontends/cli/draw.h"
 #include "frontends/cli/ops.h"
+#include "frontends/cli/run.h"
 #include "graph/infer.h"
 #include "graph/json.h"
 #include "ops/custom/custom_op.h"
@@ -31,10 +32,6 @@ using cli::UsageError;
 
 const char* kUsage =
     "usage:\n"
-    "  loom run SYMBOL.json [--params FILE] --input NAME=FILE.npy ... [--output-dir DIR]\n"
-    "           [--plugin LIB.so ...]\n"
-    "      Infers shapes from the inputs, runs inference, writes each output as\n"
-    "      <output name>.npy in DIR (default: .) and prints the output shapes.\n"
     "  loom info SYMBOL.json [--shape NAME=d1,d2,...] ...\n"
     "      Lists arguments, outputs and auxiliary states with their inferred shapes.\n"
     "  loom draw SYMBOL.json [--shape NAME=d1,d2,...] ... [--show-weights] [-o FILE]\n"
@@ -42,108 +39,12 @@ const char* kUsage =
     "      FILE.svg / .png / .pdf (runs Graphviz's dot). --shape labels edges with shapes.\n"
     "  --plugin LIB.so loads a library that registers custom operators (any command).\n";
 
-// kUsage with `loom bench`'s and `loom ops`' lines before the --plugin note.
+// kUsage with `loom run`'s lines first and `loom bench`'s and `loom ops`' lines before the
+// --plugin note.
 std::string usage() {
   std::string u = kUsage;
-  return u.insert(u.find("  --plugin LIB.so loads"),
-                  std::string(cli::kBenchUsage) + cli::kOpsUsage);
-}
-
-// Labels of loss heads (inputs whose gradient the op never writes) are not needed for
-// inference: they get zeros when not given.
-std::set<std::string> label_inputs(const Symbol& sym) {
-  IndexedGraph g(sym.outputs());
-  std::set<std::string> labels;
-  for (uint32_t i = 0; i < g.num_nodes(); ++i) {
-    const Node& n = *g.node(i).node;
-    if (n.is_variable() || !n.attrs.op->nograd_inputs) continue;
-    for (int pos : n.attrs.op->nograd_inputs(n.attrs)) {
-      const Node& src = *g.node(g.entry_node(g.node(i).inputs[static_cast<size_t>(pos)])).node;
-      if (src.is_variable()) labels.insert(src.name());
-    }
-  }
-  return labels;
-}
-
-int cmd_run(const std::vector<std::string>& args) {
-  std::string json, params_path, out_dir = ".";
-  std::map<std::string, NDArray> inputs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--params")
-      params_path = value();
-    else if (a == "--output-dir")
-      out_dir = value();
-    else if (a == "--input") {
-      auto [name, file] = split_eq(value(), "--input");
-      inputs[name] = load_npy(file);
-    } else if (!a.empty() && a[0] == '-')
-      throw UsageError("unknown option " + a);
-    else if (json.empty())
-      json = a;
-    else
-      throw UsageError("unexpected argument '" + a + "'");
-  }
-  if (json.empty()) throw UsageError("run needs a SYMBOL.json");
-  Symbol sym = load_json_file(json);
-  std::map<std::string, NDArray> arg_params, aux_params;
-  if (!params_path.empty()) {
-    NamedArrays loaded = load_params(params_path);
-    auto ck = split_checkpoint(loaded, params_path);
-    arg_params = ck.arg;
-    aux_params = ck.aux;
-  }
-  auto arg_names = sym.list_arguments();
-  auto aux_names = sym.list_auxiliary_states();
-  // Unprefixed files (Gluon save_parameters style) put aux states among the "args".
-  for (const auto& n : aux_names) {
-    auto it = arg_params.find(n);
-    if (it != arg_params.end() && !aux_params.count(n)) {
-      aux_params[n] = it->second;
-      arg_params.erase(it);
-    }
-  }
-  std::map<std::string, Shape> shapes;
-  for (const auto& [k, v] : inputs) shapes[k] = v.shape();
-  for (const auto& [k, v] : arg_params)
-    if (std::find(arg_names.begin(), arg_names.end(), k) != arg_names.end()) shapes[k] = v.shape();
-  for (const auto& [k, v] : inputs)
-    if (std::find(arg_names.begin(), arg_names.end(), k) == arg_names.end())
-      throw BindError("--input " + k + ": the graph has no argument named '" + k + "'");
-  auto labels = label_inputs(sym);
-  std::vector<std::string> missing;
-  for (const auto& n : arg_names)
-    if (!inputs.count(n) && !arg_params.count(n) && !labels.count(n)) missing.push_back(n);
-  for (const auto& n : aux_names)
-    if (!aux_params.count(n)) missing.push_back(n);
-  if (!missing.empty()) {
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-    if (!params_path.empty())
-      throw BindError(params_path + ": no values for " + list +
-                      " (neither --input nor in the params file)");
-    std::cerr << "loom: note: no --params given; using zeros for " << list << "\n";
-  }
-  BindOptions opts;
-  opts.default_req = Req::kNull;
-  std::map<std::string, DType> types;
-  for (const auto& [k, v] : inputs) types[k] = v.dtype();
-  opts.type_dict = types;
-  auto ex = Executor::simple_bind(sym, shapes, opts);
-  ex->copy_params_from(arg_params, aux_params);
-  ex->forward(false, inputs);
-  std::filesystem::create_directories(out_dir);
-  for (size_t i = 0; i < ex->outputs().size(); ++i) {
-    const std::string& name = ex->output_names()[i];
-    std::string path = (std::filesystem::path(out_dir) / (name + ".npy")).string();
-    save_npy(path, ex->outputs()[i]);
-    std::cout << name << " " << ex->outputs()[i].shape().str() << " -> " << path << "\n";
-  }
-  return 0;
+  u.insert(u.find("  --plugin LIB.so loads"), std::string(cli::kBenchUsage) + cli::kOpsUsage);
+  return u.insert(u.find("  loom info"), cli::kRunUsage);
 }
 
 int cmd_info(const std::vector<std::string>& args) {
@@ -254,7 +155,7 @@ int main(int argc, char** argv) {
       load_plugin(args[i + 1]);
       args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
     }
-    if (cmd == "run") return cmd_run(args);
+    if (cmd == "run") return cli::cmd_run(args);
     if (cmd == "info") return cmd_info(args);
     if (cmd == "draw") return cmd_draw(args);
     if (cmd == "bench") return cli::cmd_bench(args);
