@@ -1,10 +1,13 @@
 // GPU kernels of the loss heads (the ops and their CPU kernels are registered by their own
 // .cc files): the regression outputs, over the functors of regression_math.h that the CPU
-// kernel uses too; MakeLoss; SoftmaxOutput, one thread per (sample, position) group running
-// the per-group functions of softmax_output.h that the CPU kernel runs.
+// kernel uses too; MakeLoss and make_loss; SoftmaxOutput, one thread per (sample, position)
+// group running the per-group functions of softmax_output.h that the CPU kernel runs;
+// softmax_cross_entropy and SVMOutput over the functions of sce_svm_math.h.
 #include "ops/loss/make_loss.h"
 #include "ops/loss/regression_math.h"
+#include "ops/loss/sce_svm_math.h"
 #include "ops/loss/softmax_output.h"
+#include "ops/tensor/index_util.h"
 #include "runtime/cuda/elementwise.cuh"
 
 namespace loom {
@@ -96,10 +99,27 @@ __global__ void fill_grad(float* dx, int64_t n, float scale, const unsigned long
     math::assign_req(dx + i, add, v);
 }
 
+// y (=|+=) x; nothing when written in place.
+void identity_forward(const OpContext& ctx, const float* x, float* y, int64_t n, Req req) {
+  if (req == Req::kNull || n == 0) return;
+  if (req != Req::kAdd && x == y) return;  // in place
+  cudaStream_t s = cuda::stream_of(ctx);
+  if (req == Req::kAdd) {
+    cuda::unary_forward_kernel<<<cuda::grid_size(n), cuda::kBlockSize, 0, s>>>(math::Identity{}, x,
+                                                                              y, n, 1);
+    cuda::check_launch("identity forward");
+  } else {
+    cuda::check(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * sizeof(float),
+                                cudaMemcpyDeviceToDevice, s),
+                "cudaMemcpyAsync");
+  }
+}
+
+// MakeLoss, and make_loss as MakeLoss with its defaults (gradient 1).
 class MakeLossGpuKernel final : public Kernel {
  public:
-  explicit MakeLossGpuKernel(const KernelArgs& a)
-      : p_(a.attrs.param<loss::MakeLossParam>()),
+  MakeLossGpuKernel(const KernelArgs& a, const loss::MakeLossParam& p)
+      : p_(p),
         n_(a.in_shapes[0].numel()),
         batch_(a.in_shapes[0].ndim() > 0 ? a.in_shapes[0][0] : 1) {
     cuda::require_float32(a);
@@ -109,20 +129,7 @@ class MakeLossGpuKernel final : public Kernel {
   }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    if (req[0] == Req::kNull || n_ == 0) return;
-    const float* x = in[0].data<float>();
-    float* y = out[0].data<float>();
-    if (req[0] != Req::kAdd && x == y) return;  // in place
-    cudaStream_t s = cuda::stream_of(ctx);
-    if (req[0] == Req::kAdd) {
-      cuda::unary_forward_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(math::Identity{},
-                                                                                  x, y, n_, 1);
-      cuda::check_launch("MakeLoss forward");
-    } else {
-      cuda::check(cudaMemcpyAsync(y, x, static_cast<size_t>(n_) * sizeof(float),
-                                  cudaMemcpyDeviceToDevice, s),
-                  "cudaMemcpyAsync");
-    }
+    identity_forward(ctx, in[0].data<float>(), out[0].data<float>(), n_, req[0]);
   }
   void backward(const OpContext& ctx, std::span<const NDArray>, std::span<const NDArray>,
                 std::span<const NDArray> out_data, std::span<const Req> req,
@@ -151,7 +158,12 @@ class MakeLossGpuKernel final : public Kernel {
 };
 
 LOOM_REGISTER_OP("MakeLoss").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
-  return std::unique_ptr<Kernel>(std::make_unique<MakeLossGpuKernel>(a));
+  return std::unique_ptr<Kernel>(
+      std::make_unique<MakeLossGpuKernel>(a, a.attrs.param<loss::MakeLossParam>()));
+});
+LOOM_REGISTER_OP("make_loss").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(
+      std::make_unique<MakeLossGpuKernel>(a, loss::MakeLossParam{1.f, 0.f, "null"}));
 });
 
 // ---- SoftmaxOutput ----
@@ -248,6 +260,121 @@ class SoftmaxOutputGpuKernel final : public Kernel {
 
 LOOM_REGISTER_OP("SoftmaxOutput").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
   return std::unique_ptr<Kernel>(std::make_unique<SoftmaxOutputGpuKernel>(a));
+});
+
+// ---- softmax_cross_entropy ----
+
+// One block: *out (=|+=) Σ_rows lse(row) − row[label], summed in double per thread and then
+// across the block (another order than the CPU's serial sum).
+constexpr int kSceThreads = 256;
+__global__ void sce_forward(const float* x, const float* label, int64_t n, int64_t k, float* out,
+                            int add) {
+  __shared__ double part[kSceThreads];
+  double mine = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float* row = x + i * k;
+    mine += loss::sce_log_sum_exp(row, k) - row[tensor::clip_index(label[i], k)];
+  }
+  part[threadIdx.x] = mine;
+  __syncthreads();
+  for (int w = kSceThreads / 2; w > 0; w /= 2) {
+    if (static_cast<int>(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) math::assign_req(out, add, static_cast<float>(part[0]));
+}
+
+// One thread per row: dx = g · (softmax(row) − onehot(label)), g the (1,) head gradient.
+__global__ void sce_backward(const float* x, const float* label, const float* og, int64_t n,
+                             int64_t k, float* dx, int add) {
+  const float g = *og;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float* row = x + i * k;
+    const double lse = loss::sce_log_sum_exp(row, k);
+    const int64_t c = tensor::clip_index(label[i], k);
+    for (int64_t j = 0; j < k; ++j)
+      math::assign_req(dx + i * k + j, add, loss::sce_grad(row[j], lse, j == c, g));
+  }
+}
+
+class SoftmaxCrossEntropyGpuKernel final : public Kernel {
+ public:
+  explicit SoftmaxCrossEntropyGpuKernel(const KernelArgs& a)
+      : n_(a.in_shapes[0][0]), k_(a.in_shapes[0][1]) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull) return;
+    sce_forward<<<1, kSceThreads, 0, cuda::stream_of(ctx)>>>(
+        in[0].data<float>(), in[1].data<float>(), n_, k_, out[0].data<float>(),
+        req[0] == Req::kAdd);
+    cuda::check_launch("sce_forward");
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    cudaStream_t s = cuda::stream_of(ctx);
+    if (req[1] != Req::kNull && req[1] != Req::kAdd)  // the label gets no gradient
+      cuda::check(cudaMemsetAsync(ig[1].raw(), 0, ig[1].nbytes(), s), "cudaMemsetAsync");
+    if (req[0] == Req::kNull || n_ == 0) return;
+    sce_backward<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(
+        in[0].data<float>(), in[1].data<float>(), og[0].data<float>(), n_, k_,
+        ig[0].data<float>(), req[0] == Req::kAdd);
+    cuda::check_launch("sce_backward");
+  }
+
+ private:
+  int64_t n_, k_;
+};
+
+LOOM_REGISTER_OP("softmax_cross_entropy").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<SoftmaxCrossEntropyGpuKernel>(a));
+});
+
+// ---- SVMOutput ----
+
+__global__ void svm_backward(const float* y, const float* label, int64_t n, int64_t k,
+                             loss::SVMOutputParam p, float* dx, int add) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const bool target = i % k == loss::class_of(label[i / k]);
+    math::assign_req(dx + i, add,
+                     loss::svm_grad(y[i], target, p.margin, p.regularization_coefficient,
+                                    p.use_linear));
+  }
+}
+
+class SVMOutputGpuKernel final : public Kernel {
+ public:
+  explicit SVMOutputGpuKernel(const KernelArgs& a)
+      : p_(a.attrs.param<loss::SVMOutputParam>()),
+        n_(a.in_shapes[0].numel()),
+        k_(a.in_shapes[0][a.in_shapes[0].ndim() - 1]) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    identity_forward(ctx, in[0].data<float>(), out[0].data<float>(), n_, req[0]);
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray>, std::span<const NDArray> in_data,
+                std::span<const NDArray> out_data, std::span<const Req> req,
+                std::span<const NDArray> in_grad) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    svm_backward<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        out_data[0].data<float>(), in_data[1].data<float>(), n_, k_, p_, in_grad[0].data<float>(),
+        req[0] == Req::kAdd);
+    cuda::check_launch("svm_backward");
+  }
+
+ private:
+  loss::SVMOutputParam p_;
+  int64_t n_, k_;
+};
+
+LOOM_REGISTER_OP("SVMOutput").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<SVMOutputGpuKernel>(a));
 });
 
 }  // namespace

@@ -1,10 +1,12 @@
 // softmax_cross_entropy(data (N, K), label (N,)): sum over the batch of -log softmax(data)
 // at the label, as a (1,) array. d data = g * (softmax(data) - onehot(label)); the label gets
-// no gradient. Labels are truncated and clipped into [0, K) as MXNet's pick does.
+// no gradient. Labels are truncated and clipped into [0, K) as MXNet's pick does. The row
+// arithmetic is in sce_svm_math.h (shared with the CUDA kernel, loss_heads.cu).
 #include <cmath>
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
+#include "ops/loss/sce_svm_math.h"
 #include "ops/tensor/index_util.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -47,21 +49,13 @@ class SoftmaxCrossEntropyKernel final : public Kernel {
       const float* row = x + i * k_;
       const double lse = log_sum_exp(row);
       const int64_t c = cls(label[i]);
-      for (int64_t j = 0; j < k_; ++j) {
-        const float v = g * static_cast<float>(std::exp(row[j] - lse) - (j == c ? 1.0 : 0.0));
-        tensor::store(dx + i * k_ + j, req[0], v);
-      }
+      for (int64_t j = 0; j < k_; ++j)
+        tensor::store(dx + i * k_ + j, req[0], loss::sce_grad(row[j], lse, j == c, g));
     }
   }
 
  private:
-  double log_sum_exp(const float* row) const {
-    float mx = row[0];
-    for (int64_t j = 1; j < k_; ++j) mx = std::max(mx, row[j]);
-    double s = 0;
-    for (int64_t j = 0; j < k_; ++j) s += std::exp(double(row[j]) - mx);
-    return mx + std::log(s);
-  }
+  double log_sum_exp(const float* row) const { return loss::sce_log_sum_exp(row, k_); }
   int64_t cls(float v) const { return tensor::clip_index(v, k_); }
   int64_t n_, k_;
 };

@@ -2,15 +2,12 @@
 // hinge) by default, L1-SVM with use_linear. No batch normalisation; head gradient ignored.
 #include "ops/infer.h"
 #include "ops/loss/loss_util.h"
+#include "ops/loss/sce_svm_math.h"
 
 namespace loom {
 namespace {
 
-struct SVMOutputParam {
-  float margin;
-  float regularization_coefficient;
-  bool use_linear;
-};
+using loss::SVMOutputParam;
 
 ParamSchema<SVMOutputParam> svm_output_schema() {
   using P = SVMOutputParam;
@@ -72,14 +69,8 @@ class SVMOutputKernel final : public Kernel {
     for (int64_t row = 0; row < rows_; ++row) {
       const int64_t c = loss::class_of(l[row]);
       for (int64_t j = 0; j < k_; ++j) {
-        const float v = y[row * k_ + j];
-        float gv;
-        if (j == c) {
-          gv = margin > v ? -lambda * (linear ? 1.f : 2.f * (margin - v)) : 0.f;
-        } else {
-          gv = margin > -v ? lambda * (linear ? 1.f : 2.f * (margin + v)) : 0.f;
-        }
-        loss::store(dx + row * k_ + j, r, gv);
+        loss::store(dx + row * k_ + j, r,
+                    loss::svm_grad(y[row * k_ + j], j == c, margin, lambda, linear));
       }
     }
   }

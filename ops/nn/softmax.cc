@@ -10,12 +10,7 @@
 namespace loom {
 namespace {
 
-struct SoftmaxParam {
-  int axis;
-  std::optional<double> temperature;
-  std::optional<std::string> dtype;
-  bool use_length;
-};
+using nn::SoftmaxParam;
 
 const auto kSoftmaxSchema =
     ParamSchema<SoftmaxParam>()

@@ -10,28 +10,17 @@
 namespace loom {
 namespace {
 
-struct SoftmaxActParam {
-  std::string mode;
-};
+using nn::SoftmaxActParam;
 
 const auto kSoftmaxActSchema = ParamSchema<SoftmaxActParam>().choice(
     "mode", &SoftmaxActParam::mode, {"instance", "channel"}, "instance",
     "instance: softmax over the last axis (each sample's features for 2-d data); channel: "
     "over axis 1.");
 
-nn::SoftmaxView make_view(const std::string& mode, const Shape& s) {
-  if (mode == "channel") {
-    if (s.ndim() < 2) throw ShapeError("SoftmaxActivation channel mode needs >= 2-d input");
-    return nn::SoftmaxView(s, 1);
-  }
-  if (s.ndim() == 0) throw ShapeError("SoftmaxActivation needs >= 1-d input");
-  return nn::SoftmaxView(s, s.ndim() - 1);
-}
-
 class SoftmaxActKernel final : public Kernel {
  public:
   explicit SoftmaxActKernel(const KernelArgs& a)
-      : view_(make_view(a.attrs.param<SoftmaxActParam>().mode, a.in_shapes[0])) {}
+      : view_(nn::softmax_act_view(a.attrs.param<SoftmaxActParam>().mode, a.in_shapes[0])) {}
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;

@@ -1,21 +1,19 @@
 // softmin(axis, temperature): softmax of -x / temperature along an axis (MXNet 1.9.1), shifted
 // by the minimum so large inputs do not overflow. The gradient follows from softmax's:
-// dx = -y * (dy - sum(dy * y)) / t.
+// dx = -y * (dy - sum(dy * y)) / t. The row arithmetic is in softmax_common.h (shared with
+// the CUDA kernel, softmax.cu).
 #include <cmath>
 #include <optional>
 
 #include "ops/infer.h"
+#include "ops/nn/softmax_common.h"
 #include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
 
-struct SoftminParam {
-  int64_t axis;
-  std::optional<double> temperature;
-  std::optional<std::string> dtype;
-  bool use_length;
-};
+using nn::SoftminParam;
+
 const auto kSoftminSchema =
     ParamSchema<SoftminParam>()
         .optional("axis", &SoftminParam::axis, int64_t{-1},
@@ -54,20 +52,11 @@ class SoftminKernel final : public Kernel {
           using T = typename decltype(tag)::type;
           const T* x = in[0].cdata<T>();
           T* y = out[0].data<T>();
-          const double neg_inv_t = -1.0 / temp_;
-          auto z = [&](int64_t k) { return static_cast<double>(tensor::to_c(x[k])) * neg_inv_t; };
           for (int64_t o = 0; o < outer_; ++o)
             for (int64_t j = 0; j < inner_; ++j) {
               const int64_t base = o * n_ * inner_ + j;
-              double zmax = -INFINITY;  // z = -x / t, shifted by its maximum
-              for (int64_t i = 0; i < n_; ++i) zmax = std::max(zmax, z(base + i * inner_));
-              double sum = 0;
-              for (int64_t i = 0; i < n_; ++i) sum += std::exp(z(base + i * inner_) - zmax);
-              for (int64_t i = 0; i < n_; ++i) {
-                const int64_t k = base + i * inner_;
-                const double v = std::exp(z(k) - zmax) / sum;
-                tensor::store_t<T>(y + k, req[0], tensor::from_c<T>(static_cast<compute_t<T>>(v)));
-              }
+              nn::softmin_row_forward(x + base, y + base, n_, inner_, -1.0 / temp_,
+                                      req[0] == Req::kAdd);
             }
         },
         what_);
@@ -82,18 +71,11 @@ class SoftminKernel final : public Kernel {
           using T = typename decltype(tag)::type;
           const T *g = og[0].cdata<T>(), *y = out[0].cdata<T>();
           T* dx = ig[0].data<T>();
-          auto d = [](const T* p, int64_t k) { return static_cast<double>(tensor::to_c(p[k])); };
           for (int64_t o = 0; o < outer_; ++o)
             for (int64_t j = 0; j < inner_; ++j) {
               const int64_t base = o * n_ * inner_ + j;
-              double dot = 0;
-              for (int64_t i = 0; i < n_; ++i)
-                dot += d(g, base + i * inner_) * d(y, base + i * inner_);
-              for (int64_t i = 0; i < n_; ++i) {
-                const int64_t k = base + i * inner_;
-                const double v = -d(y, k) * (d(g, k) - dot) / temp_;
-                tensor::store_t<T>(dx + k, req[0], tensor::from_c<T>(static_cast<compute_t<T>>(v)));
-              }
+              nn::softmin_row_backward(g + base, y + base, dx + base, n_, inner_, temp_,
+                                       req[0] == Req::kAdd);
             }
         },
         what_);

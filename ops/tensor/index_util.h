@@ -6,18 +6,20 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/elemwise_math.h"
+
 namespace loom::tensor {
 
-/// int(v) clipped into [0, n).
-inline int64_t clip_index(float v, int64_t n) {
+/// int(v) clipped into [0, n). Host and device code (the GPU gathers and loss heads).
+LOOM_HD int64_t clip_index(float v, int64_t n) {
   if (!(v > 0.f)) return 0;
   return v >= static_cast<float>(n - 1) ? n - 1 : static_cast<int64_t>(v);
 }
 
 /// int(v) modulo n, in [0, n) (non-finite values give 0).
-inline int64_t wrap_index(float v, int64_t n) {
-  if (!std::isfinite(v)) return 0;
-  const int64_t k = static_cast<int64_t>(std::fmod(std::trunc(v), static_cast<float>(n)));
+LOOM_HD int64_t wrap_index(float v, int64_t n) {
+  if (!(v - v == 0.f)) return 0;  // not finite (inf - inf and NaN - NaN are NaN)
+  const int64_t k = static_cast<int64_t>(::fmodf(::truncf(v), static_cast<float>(n)));
   return k < 0 ? k + n : k;
 }
 

@@ -1,0 +1,175 @@
+// GPU kernels of the softmax family (the ops and their CPU kernels are registered by
+// softmax.cc, softmin.cc and softmax_activation.cc): one thread per (outer, inner) row
+// running the row functions of softmax_common.h that the CPU loops run. A first version:
+// a row is walked by one thread (slow for very long rows; a block per row is the next step).
+#include "ops/nn/softmax_common.h"
+#include "runtime/cuda/elementwise.cuh"
+
+namespace loom {
+namespace {
+
+// Row r of the (outer, n, inner) view starts at element base_of(v, r).
+__device__ __forceinline__ int64_t base_of(int64_t n, int64_t inner, int64_t r) {
+  return (r / inner) * n * inner + r % inner;
+}
+
+template <class L>
+__global__ void softmax_fwd_kernel(const float* x, float* y, int64_t rows, int64_t n,
+                                   int64_t inner, float inv_t, bool log, const L* len, int add) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = base_of(n, inner, r);
+    nn::softmax_row_forward(x + b, y + b, n, nn::softmax_row_len(len, r, n), inner, inv_t, log,
+                            add);
+  }
+}
+
+template <class L>
+__global__ void softmax_bwd_kernel(const float* g, const float* y, float* dx, int64_t rows,
+                                   int64_t n, int64_t inner, float inv_t, bool log, const L* len,
+                                   int add) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = base_of(n, inner, r);
+    nn::softmax_row_backward(g + b, y + b, dx + b, n, nn::softmax_row_len(len, r, n), inner,
+                             inv_t, log, add);
+  }
+}
+
+__global__ void softmin_fwd_kernel(const float* x, float* y, int64_t rows, int64_t n,
+                                   int64_t inner, double neg_inv_t, int add) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = base_of(n, inner, r);
+    nn::softmin_row_forward(x + b, y + b, n, inner, neg_inv_t, add);
+  }
+}
+
+__global__ void softmin_bwd_kernel(const float* g, const float* y, float* dx, int64_t rows,
+                                   int64_t n, int64_t inner, double t, int add) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = base_of(n, inner, r);
+    nn::softmin_row_backward(g + b, y + b, dx + b, n, inner, t, add);
+  }
+}
+
+// The use_length input's element type on the GPU: int32 (the default), int64 or float32.
+enum class LenType { kNone, kInt32, kInt64, kFloat32 };
+
+// softmax, log_softmax (kLog), softmin (kMin) and SoftmaxActivation, over one view.
+class SoftmaxGpuKernel final : public Kernel {
+ public:
+  SoftmaxGpuKernel(const KernelArgs& a, nn::SoftmaxView v, double t, bool log, bool min,
+                   bool use_length)
+      : v_(v), t_(t), log_(log), min_(min) {
+    const std::string what = "op " + a.attrs.op->name + " (node " + a.attrs.name + ")";
+    auto f32 = [&](DType d, const std::string& slot) {
+      if (d != DType::kFloat32)
+        throw Error(what + ": the GPU kernel supports float32 only, got " + dtype_name(d) +
+                    " for " + slot);
+    };
+    f32(a.in_types[0], "input 0 (data)");
+    f32(a.out_types[0], "output 0");
+    if (use_length && a.in_types.size() > 1) {
+      switch (a.in_types[1]) {
+        case DType::kInt32: len_ = LenType::kInt32; break;
+        case DType::kInt64: len_ = LenType::kInt64; break;
+        case DType::kFloat32: len_ = LenType::kFloat32; break;
+        default:
+          throw Error(what + ": the GPU kernel takes an int32, int64 or float32 length, got " +
+                      dtype_name(a.in_types[1]) + " for input 1 (length)");
+      }
+    }
+  }
+
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    const int64_t rows = v_.outer * v_.inner;
+    if (req[0] == Req::kNull || rows == 0) return;
+    cudaStream_t s = cuda::stream_of(ctx);
+    const float* x = in[0].data<float>();
+    float* y = out[0].data<float>();
+    const int add = req[0] == Req::kAdd;
+    const unsigned grid = cuda::grid_size(rows);
+    if (min_) {
+      softmin_fwd_kernel<<<grid, cuda::kBlockSize, 0, s>>>(x, y, rows, v_.n, v_.inner, -1.0 / t_,
+                                                           add);
+    } else {
+      with_len(in, [&](const auto* len) {
+        softmax_fwd_kernel<<<grid, cuda::kBlockSize, 0, s>>>(
+            x, y, rows, v_.n, v_.inner, 1.f / static_cast<float>(t_), log_, len, add);
+      });
+    }
+    cuda::check_launch("softmax forward");
+  }
+
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray> out, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    cudaStream_t s = cuda::stream_of(ctx);
+    if (len_ != LenType::kNone && req.size() > 1 && req[1] == Req::kWrite)  // no gradient
+      cuda::check(cudaMemsetAsync(ig[1].raw(), 0, ig[1].nbytes(), s), "cudaMemsetAsync");
+    const int64_t rows = v_.outer * v_.inner;
+    if (req[0] == Req::kNull || rows == 0) return;
+    const float* g = og[0].data<float>();
+    const float* y = out[0].data<float>();
+    float* dx = ig[0].data<float>();
+    const int add = req[0] == Req::kAdd;
+    const unsigned grid = cuda::grid_size(rows);
+    if (min_) {
+      softmin_bwd_kernel<<<grid, cuda::kBlockSize, 0, s>>>(g, y, dx, rows, v_.n, v_.inner, t_,
+                                                           add);
+    } else {
+      with_len(in, [&](const auto* len) {
+        softmax_bwd_kernel<<<grid, cuda::kBlockSize, 0, s>>>(
+            g, y, dx, rows, v_.n, v_.inner, 1.f / static_cast<float>(t_), log_, len, add);
+      });
+    }
+    cuda::check_launch("softmax backward");
+  }
+
+ private:
+  template <class Fn>
+  void with_len(std::span<const NDArray> in, Fn&& fn) {
+    switch (len_) {
+      case LenType::kNone: return fn(static_cast<const int32_t*>(nullptr));
+      case LenType::kInt32: return fn(in[1].data<int32_t>());
+      case LenType::kInt64: return fn(in[1].data<int64_t>());
+      case LenType::kFloat32: return fn(in[1].data<float>());
+    }
+  }
+
+  nn::SoftmaxView v_;
+  double t_;
+  bool log_, min_;
+  LenType len_ = LenType::kNone;
+};
+
+template <bool kLog>
+std::unique_ptr<Kernel> make_softmax(const KernelArgs& a) {
+  const auto& p = a.attrs.param<nn::SoftmaxParam>();
+  const int ax = nn::normalize_axis(p.axis, a.in_shapes[0].ndim(), a.attrs.op->name.c_str());
+  return std::make_unique<SoftmaxGpuKernel>(a, nn::SoftmaxView(a.in_shapes[0], ax),
+                                            p.temperature.value_or(1.0), kLog, false,
+                                            p.use_length);
+}
+
+LOOM_REGISTER_OP("softmax").kernel(DeviceType::kGPU, make_softmax<false>);
+LOOM_REGISTER_OP("log_softmax").kernel(DeviceType::kGPU, make_softmax<true>);
+
+LOOM_REGISTER_OP("softmin").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  const auto& p = a.attrs.param<nn::SoftminParam>();
+  const int ax = nn::normalize_axis(static_cast<int>(p.axis), a.in_shapes[0].ndim(), "softmin");
+  return std::unique_ptr<Kernel>(std::make_unique<SoftmaxGpuKernel>(
+      a, nn::SoftmaxView(a.in_shapes[0], ax), p.temperature.value_or(1.0), false, true, false));
+});
+
+LOOM_REGISTER_OP("SoftmaxActivation").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  const auto& p = a.attrs.param<nn::SoftmaxActParam>();
+  return std::unique_ptr<Kernel>(std::make_unique<SoftmaxGpuKernel>(
+      a, nn::softmax_act_view(p.mode, a.in_shapes[0]), 1.0, false, false, false));
+});
+
+}  // namespace
+}  // namespace loom
