@@ -38,11 +38,14 @@ def cpu_pinned(device_id=0):
 
 
 def gpu(device_id=0):
-    """GPU `device_id` (arrays there need the CUDA layer and a device)."""
+    """GPU `device_id`. Creating the context needs no device; using it (arrays, binds,
+    Module) on a machine without one raises LoomError("no CUDA device: gpu(i) is not
+    available (...)")."""
     return Context("gpu", device_id)
 
 
 def num_gpus():
+    """CUDA devices usable here (0 without a device or a driver, as in MXNet)."""
     return _loom.num_gpus()
 
 

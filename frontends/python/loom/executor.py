@@ -29,6 +29,12 @@ class Executor:
         return self._symbol
 
     @property
+    def cuda_graph_status(self):
+        """One line: whether this executor's calls are recorded and replayed as CUDA Graphs
+        (GPU step graphs), and why not (LOOM_CUDA_GRAPH=0, a custom op, ...)."""
+        return self.handle.cuda_graph_status
+
+    @property
     def grad_req(self):
         return dict(zip(self._arg_names, self.handle.grad_reqs))
 

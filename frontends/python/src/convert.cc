@@ -198,6 +198,8 @@ void init_context(py::module_& m) {
       .def("__hash__", [](const Device& d) { return static_cast<int>(d.type) * 1000 + d.id; })
       .def("__repr__", &Device::str)
       .def("__str__", &Device::str);
+  m.def("check_device", [](const Device& d) { check_device(d); },
+        "Raises LoomError when the context cannot be used here (no CUDA device, bad id).");
   m.def("num_gpus", [] {
     return device_available(DeviceType::kGPU) ? device_backend(DeviceType::kGPU).count() : 0;
   });

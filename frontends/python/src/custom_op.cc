@@ -40,23 +40,50 @@ py::list reqs(const std::vector<Req>& v) {
   return l;
 }
 
+// Host staging of a custom op's device arrays: Python code runs on the host (NumPy, and
+// imperative ops that may have no GPU kernel), so on a GPU executor it sees host copies of
+// every array; what it may write (outputs, input gradients, aux states) is copied back
+// afterwards. The copies to the host wait for the device; the executor does not record such
+// graphs as CUDA Graphs (CustomKernel is not capturable). On the CPU the arrays pass as they are.
+struct Staged {
+  std::vector<NDArray> host;
+  explicit Staged(const std::vector<NDArray>& v) {
+    for (const NDArray& a : v) {
+      const bool on_host = a.is_none() || a.device().type == DeviceType::kCPU;
+      host.push_back(on_host ? a : a.copy(Device::cpu()));
+    }
+  }
+  // Copies the host arrays back into `dev` (the arrays the executor passed).
+  void write_back(const std::vector<NDArray>& dev) const {
+    for (size_t i = 0; i < dev.size(); ++i)
+      if (!dev[i].is_none() && dev[i].device().type != DeviceType::kCPU) dev[i].copy_from(host[i]);
+  }
+};
+
 class PyOp : public CustomOp {
  public:
   PyOp(py::object op, std::string op_type) : op_(std::move(op)), type_(std::move(op_type)) {}
   void forward(bool is_train, const std::vector<Req>& req, const std::vector<NDArray>& in_data,
                const std::vector<NDArray>& out_data, const std::vector<NDArray>& aux) override {
+    // Outputs are staged with their old values: req may be "add".
+    Staged in(in_data), out(out_data), st(aux);
     call_python("custom op '" + type_ + "' forward", [&] {
-      op_.get().attr("forward")(is_train, reqs(req), arrays(in_data), arrays(out_data),
-                                arrays(aux));
+      op_.get().attr("forward")(is_train, reqs(req), arrays(in.host), arrays(out.host),
+                                arrays(st.host));
     });
+    out.write_back(out_data);
+    st.write_back(aux);
   }
   void backward(const std::vector<Req>& req, const std::vector<NDArray>& out_grad,
                 const std::vector<NDArray>& in_data, const std::vector<NDArray>& out_data,
                 const std::vector<NDArray>& in_grad, const std::vector<NDArray>& aux) override {
+    Staged og(out_grad), id(in_data), od(out_data), ig(in_grad), st(aux);
     call_python("custom op '" + type_ + "' backward", [&] {
-      op_.get().attr("backward")(reqs(req), arrays(out_grad), arrays(in_data), arrays(out_data),
-                                 arrays(in_grad), arrays(aux));
+      op_.get().attr("backward")(reqs(req), arrays(og.host), arrays(id.host), arrays(od.host),
+                                 arrays(ig.host), arrays(st.host));
     });
+    ig.write_back(in_grad);
+    st.write_back(aux);
   }
 
  private:

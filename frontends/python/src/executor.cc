@@ -12,6 +12,8 @@ BindOptions options(py::handle ctx, const std::string& default_req, py::handle r
                     py::handle type_dict) {
   BindOptions o;
   if (!ctx.is_none()) o.device = py::cast<Device>(ctx);
+  // A GPU context on a machine without one: one clear error before any array is converted.
+  check_device(o.device);
   o.default_req = req_from_string(default_req);
   for (const auto& [k, v] : str_dict(reqs)) o.grad_req[k] = req_from_string(v);
   if (!type_dict.is_none())
@@ -135,7 +137,8 @@ void init_executor(py::module_& m) {
       .def("needs_head_grad", &Executor::needs_head_grad)
       .def_property_readonly("symbol", &Executor::symbol)
       .def_property_readonly("optimized_symbol", &Executor::optimized_symbol)
-      .def_property_readonly("planned_bytes", &Executor::planned_bytes);
+      .def_property_readonly("planned_bytes", &Executor::planned_bytes)
+      .def_property_readonly("cuda_graph_status", &Executor::cuda_graph_status);
 }
 
 }  // namespace loom::pyb

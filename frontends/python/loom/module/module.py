@@ -39,6 +39,23 @@ def _create_kvstore(kvstore, num_device):
     return kv, bool(int(os.getenv("MXNET_UPDATE_ON_KVSTORE", "1")))
 
 
+def _check_contexts(contexts):
+    """Module's contexts: any number of CPU contexts (one executor over the whole batch), or
+    one GPU. Several GPUs need per-device executors and a gradient reduction that Module does
+    not route yet."""
+    if not contexts:
+        raise ModuleError("Module: context is an empty list (give mx.cpu() or mx.gpu(i))")
+    for c in contexts:
+        if not isinstance(c, Context):
+            raise ModuleError("Module: context entries must be mx.cpu()/mx.gpu(i), got %r" % (c,))
+    gpus = [c for c in contexts if c.device_type == "gpu"]
+    if gpus and len(contexts) > 1:
+        raise ModuleError(
+            "Module: several contexts with a GPU (%s) are not supported yet; use one GPU "
+            "(context=mx.gpu(0)) per process, with loom.dist for data-parallel training over "
+            "processes" % ", ".join(str(c) for c in contexts))
+
+
 class Module(BaseModule):
     """Module(symbol, data_names=('data',), label_names=('softmax_label',), logger=logging,
     context=mx.cpu(), work_load_list=None, fixed_param_names=None, state_names=None)."""
@@ -50,6 +67,7 @@ class Module(BaseModule):
         if isinstance(context, Context):
             context = [context]
         self._context = list(context)
+        _check_contexts(self._context)
         if work_load_list is None:
             work_load_list = [1] * len(self._context)
         if len(work_load_list) != len(self._context):
