@@ -7,19 +7,13 @@
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
+#include "ops/nn/batch_norm_math.h"
 #include "ops/nn/nn_util.h"
 
 namespace loom {
 namespace {
 
-struct BNParam {
-  double eps;
-  float momentum;
-  bool fix_gamma, use_global_stats, output_mean_var;
-  int axis;
-  bool cudnn_off;
-  std::optional<float> min_calib_range, max_calib_range;
-};
+using nn::BNParam;  // ops/nn/batch_norm_math.h, shared with the GPU kernel
 
 const auto kBNSchema =
     ParamSchema<BNParam>()
@@ -178,11 +172,11 @@ class BNKernel final : public Kernel {
         for_block<B>(cb, [&](int64_t k) {
           for (int j = 0; j < B; ++j) s2[j] += (x[k + j] - mu[j]) * (x[k + j] - mu[j]);
         });
-        for (int j = 0; j < B; ++j) is[j] = 1.0 / std::sqrt(s2[j] / m + p_.eps);
+        for (int j = 0; j < B; ++j) is[j] = nn::bn_invstd(s2[j] / m, p_.eps);
       } else {
         for (int j = 0; j < B; ++j) {
           mu[j] = mm[cb * B + j];
-          is[j] = 1.0 / std::sqrt(static_cast<double>(mv[cb * B + j]) + p_.eps);
+          is[j] = nn::bn_invstd(mv[cb * B + j], p_.eps);
         }
       }
       float scale[B], shift[B];
@@ -192,8 +186,9 @@ class BNKernel final : public Kernel {
         if (req[1] != Req::kNull) nn::store(mean, c, static_cast<float>(mu[j]), nn::is_add(req[1]));
         if (req[2] != Req::kNull)
           nn::store(invstd, c, static_cast<float>(is[j]), nn::is_add(req[2]));
-        scale[j] = static_cast<float>(is[j]) * (p_.fix_gamma ? 1.f : gamma[c]);
-        shift[j] = beta[c] - static_cast<float>(mu[j]) * scale[j];
+        nn::bn_scale_shift(static_cast<float>(is[j]), static_cast<float>(mu[j]),
+                           p_.fix_gamma ? 1.f : gamma[c], beta[c], p_.fix_gamma, &scale[j],
+                           &shift[j]);
       }
       if (req[0] == Req::kNull) continue;
       if (add)
@@ -233,12 +228,11 @@ class BNKernel final : public Kernel {
         if (train) {  // the batch statistics saved by forward
           mu[j] = out[1].data<float>()[c];
           is[j] = out[2].data<float>()[c];
-          double var = 1.0 / (is[j] * is[j]) - p_.eps;
-          mm[c] = static_cast<float>(mm[c] * p_.momentum + mu[j] * (1.0 - p_.momentum));
-          mv[c] = static_cast<float>(mv[c] * p_.momentum + var * (1.0 - p_.momentum));
+          mm[c] = nn::bn_moving(mm[c], mu[j], p_.momentum);
+          mv[c] = nn::bn_moving(mv[c], nn::bn_var_from_invstd(is[j], p_.eps), p_.momentum);
         } else {
           mu[j] = mm[c];
-          is[j] = 1.0 / std::sqrt(static_cast<double>(mv[c]) + p_.eps);
+          is[j] = nn::bn_invstd(mv[c], p_.eps);
         }
       }
       double sum_g[B] = {}, sum_gx[B] = {};  // Σ g and Σ g·x̂
@@ -267,8 +261,9 @@ class BNKernel final : public Kernel {
       if (train)
         for_block<B>(cb, [&](int64_t k) {
           for (int j = 0; j < B; ++j) {
-            float xhat = (x[k + j] - fmu[j]) * fis[j];
-            nn::store(dx, k + j, (g[k + j] - mg[j] - xhat * mgx[j]) * k1[j], add);
+            const float d =
+                nn::bn_dx_train(g[k + j], x[k + j], fmu[j], fis[j], mg[j], mgx[j], k1[j]);
+            nn::store(dx, k + j, d, add);
           }
         });
       else

@@ -4,21 +4,13 @@
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
+#include "ops/nn/conv_params.h"
 #include "ops/nn/dnnl_layer.h"
 
 namespace loom {
 namespace {
 
-struct ConvParam {
-  Shape kernel, stride, dilate, pad;
-  int num_filter;
-  int num_group;
-  int64_t workspace;
-  bool no_bias;
-  std::optional<std::string> cudnn_tune;
-  bool cudnn_off;
-  std::optional<std::string> layout;
-};
+using nn::ConvParam;  // ops/nn/conv_params.h, shared with the cuDNN kernel
 
 const auto kConvSchema =
     ParamSchema<ConvParam>()

@@ -4,21 +4,13 @@
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
+#include "ops/nn/conv_params.h"
 #include "ops/nn/deconv_layer.h"
 
 namespace loom {
 namespace {
 
-struct DeconvParam {
-  Shape kernel, stride, dilate, pad, adj, target_shape;
-  int num_filter;
-  int num_group;
-  int64_t workspace;
-  bool no_bias;
-  std::optional<std::string> cudnn_tune;
-  bool cudnn_off;
-  std::optional<std::string> layout;
-};
+using nn::DeconvParam;  // ops/nn/conv_params.h, shared with the cuDNN kernel
 
 const auto kDeconvSchema =
     ParamSchema<DeconvParam>()
@@ -67,38 +59,10 @@ const auto kDeconvSchema =
                              kLayouts[nd - 1] + ")");
         });
 
-bool has_target(const DeconvParam& p) {
-  for (int i = 0; i < p.target_shape.ndim(); ++i)
-    if (p.target_shape[i] != 0) return true;
-  return false;
-}
-
-/// stride*(in-1) + dilated kernel along spatial dimension i: the output length before padding.
-int64_t full_length(const DeconvParam& p, int i, int64_t in) {
-  const char* what = "Deconvolution output size";
-  const int64_t span = dim_add(dim_mul(p.kernel[i] - 1, p.dilate[i], what), 1, what);
-  return dim_add(dim_mul(p.stride[i], in - 1, what), span, what);
-}
-
-/// Padding on each side for known spatial input sizes (MXNet's InferPad): with a
-/// target_shape, total = stride*(in-1) + dilated kernel - target, adj = total % 2,
-/// pad = (total + 1) / 2; the right side gets pad - adj.
+// Padding on each side for known spatial input sizes (nn::deconv_pads: MXNet's InferPad).
 nn::DeconvGeometry geometry(const DeconvParam& p, const Shape& data) {
   nn::DeconvGeometry g{p.kernel, p.stride, p.dilate, {}, {}, p.num_filter, p.num_group, p.no_bias};
-  const bool target = has_target(p);
-  for (int i = 0; i < p.kernel.ndim(); ++i) {
-    int64_t pad = p.pad[i], adj = p.adj[i];
-    if (target) {
-      const int64_t total = full_length(p, i, data[i + 2]) - p.target_shape[i];
-      if (total < 0)
-        throw ShapeError("target_shape " + p.target_shape.str() + " is too big for input " +
-                         data.str());
-      adj = total % 2;
-      pad = (total + 1) / 2;
-    }
-    g.pad_l.push_back(pad);
-    g.pad_r.push_back(pad - adj);
-  }
+  nn::deconv_pads(p, data, g.pad_l, g.pad_r);
   return g;
 }
 
@@ -133,8 +97,8 @@ void deconv_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Sh
     for (int i = 0; i < nd; ++i) {
       // pad_l >= 0; pad_r = pad - adj may be negative (adj widens the output).
       const char* what = "Deconvolution output size";
-      const int64_t len =
-          dim_add(dim_add(full_length(p, i, data[i + 2]), -g.pad_l[i], what), -g.pad_r[i], what);
+      const int64_t full = nn::deconv_full_length(p, i, data[i + 2]);
+      const int64_t len = dim_add(dim_add(full, -g.pad_l[i], what), -g.pad_r[i], what);
       if (len < 1)
         throw ShapeError("Deconvolution output would be empty along spatial dim " +
                          std::to_string(i) + " for input " + data.str());

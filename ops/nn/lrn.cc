@@ -5,15 +5,13 @@
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
+#include "ops/nn/lrn_math.h"
 #include "ops/nn/nn_util.h"
 
 namespace loom {
 namespace {
 
-struct LRNParam {
-  float alpha, beta, knorm;
-  int nsize;
-};
+using nn::LRNParam;  // ops/nn/lrn_math.h, shared with the GPU kernel
 
 const auto kLRNSchema =
     ParamSchema<LRNParam>()
@@ -47,22 +45,16 @@ class LRNKernel final : public Kernel {
     const float* x = in[0].data<float>();
     float* y = out[0].data<float>();
     float* norm = out[1].data<float>();
-    const float a = p_.alpha / p_.nsize;
-    const int64_t half = p_.nsize / 2;
+    const nn::LRNMath m = math();
     bool add = nn::is_add(req[0]);
 #pragma omp parallel for collapse(2) if (n_ * inner_ > 256)
     for (int64_t b = 0; b < n_; ++b)
       for (int64_t j = 0; j < inner_; ++j) {
         const int64_t base = b * c_ * inner_ + j;
         for (int64_t c = 0; c < c_; ++c) {
-          float sq = 0;
-          for (int64_t k = std::max<int64_t>(0, c - half); k <= std::min(c_ - 1, c + half); ++k) {
-            float v = x[base + k * inner_];
-            sq += v * v;
-          }
           int64_t i = base + c * inner_;
-          norm[i] = p_.knorm + a * sq;
-          if (req[0] != Req::kNull) nn::store(y, i, x[i] * std::pow(norm[i], -p_.beta), add);
+          norm[i] = m.norm(x, base, c);
+          if (req[0] != Req::kNull) nn::store(y, i, m.output(x[i], norm[i]), add);
         }
       }
   }
@@ -77,26 +69,22 @@ class LRNKernel final : public Kernel {
     const float* x = in[0].data<float>();
     const float* norm = out[1].data<float>();
     float* dx = ig[0].data<float>();
-    const float coef = 2.f * p_.alpha * p_.beta / p_.nsize;
-    const int64_t half = p_.nsize / 2;
+    const nn::LRNMath m = math();
     bool add = nn::is_add(req[0]);
 #pragma omp parallel for collapse(2) if (n_ * inner_ > 256)
     for (int64_t b = 0; b < n_; ++b)
       for (int64_t j = 0; j < inner_; ++j) {
         const int64_t base = b * c_ * inner_ + j;
-        for (int64_t c = 0; c < c_; ++c) {
-          float acc = 0;
-          for (int64_t k = std::max<int64_t>(0, c - half); k <= std::min(c_ - 1, c + half); ++k) {
-            int64_t t = base + k * inner_;
-            acc += g[t] * x[t] * std::pow(norm[t], -p_.beta - 1.f);
-          }
-          int64_t i = base + c * inner_;
-          nn::store(dx, i, g[i] * std::pow(norm[i], -p_.beta) - coef * x[i] * acc, add);
-        }
+        for (int64_t c = 0; c < c_; ++c)
+          nn::store(dx, base + c * inner_, m.grad(g, x, norm, base, c), add);
       }
   }
 
  private:
+  // The window arithmetic, shared with the GPU kernel (ops/nn/lrn_math.h).
+  nn::LRNMath math() const {
+    return nn::LRNMath::make(c_, inner_, p_.nsize, p_.alpha, p_.beta, p_.knorm);
+  }
   LRNParam p_;
   int64_t n_ = 1, c_ = 1, inner_ = 1;
 };

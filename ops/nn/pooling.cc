@@ -8,19 +8,13 @@
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/nn/nn_util.h"
+#include "ops/nn/pool_window.h"
 #include "runtime/cpu/dnnl_util.h"
 
 namespace loom {
 namespace {
 
-struct PoolParam {
-  Shape kernel, stride, pad;
-  std::string pool_type, pooling_convention;
-  bool global_pool, cudnn_off;
-  std::optional<int> p_value;
-  std::optional<bool> count_include_pad;
-  std::optional<std::string> layout;
-};
+using nn::PoolParam;  // ops/nn/pool_window.h, shared with the GPU kernel
 
 const auto kPoolSchema =
     ParamSchema<PoolParam>()
@@ -90,37 +84,9 @@ void pool_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shap
   merge_shape(out[0], o, "output 0");
 }
 
-// Pooling geometry padded to three spatial dims (missing leading dims have size 1).
-struct Geometry {
-  int64_t in[3], out[3], k[3], s[3], p[3];
-  int64_t planes;
-  int64_t in_size() const { return in[0] * in[1] * in[2]; }
-  int64_t out_size() const { return out[0] * out[1] * out[2]; }
-  // Window of output o along dim i: [start, end) before clipping to the input, where the
-  // end stops at the padded border (MXNet's divisor counts padding cells up to there).
-  void window(int i, int64_t o, int64_t& start, int64_t& end) const {
-    start = o * s[i] - p[i];
-    end = std::min(start + k[i], in[i] + p[i]);
-  }
-};
-
-Geometry make_geometry(const PoolParam& p, const Shape& in, const Shape& out) {
-  Geometry g{};
-  int nd = in.ndim() - 2;
-  g.planes = in[0] * in[1];
-  for (int j = 0; j < 3; ++j) {
-    int i = j - (3 - nd);  // index into the op's spatial dims, < 0 for padding dims
-    bool real = i >= 0;
-    g.in[j] = real ? in[i + 2] : 1;
-    g.out[j] = real ? out[i + 2] : 1;
-    g.k[j] = !real ? 1 : p.global_pool ? g.in[j] : p.kernel[i];
-    g.s[j] = !real || p.global_pool ? 1 : p.stride[i];
-    g.p[j] = !real || p.global_pool ? 0 : p.pad[i];
-  }
-  return g;
-}
-
-enum class PoolKind { kMax, kAvg, kSum };
+// The window rules (ops/nn/pool_window.h) are the GPU kernel's too.
+using Geometry = nn::PoolGeometry;
+using nn::PoolKind;
 
 // Visits every output of one plane with its clipped window and avg divisor.
 template <class F>
@@ -128,16 +94,8 @@ void for_each_window(const Geometry& g, PoolKind kind, bool include_pad, F&& f) 
   for (int64_t od = 0; od < g.out[0]; ++od)
     for (int64_t oh = 0; oh < g.out[1]; ++oh)
       for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-        int64_t lo[3], hi[3], o[3] = {od, oh, ow}, padded = 1, valid = 1;
-        for (int i = 0; i < 3; ++i) {
-          int64_t start, end;
-          g.window(i, o[i], start, end);
-          padded *= std::max<int64_t>(end - start, 0);
-          lo[i] = std::max<int64_t>(start, 0);
-          hi[i] = std::min(end, g.in[i]);
-          valid *= std::max<int64_t>(hi[i] - lo[i], 0);
-        }
-        float div = kind == PoolKind::kSum ? 1.f : static_cast<float>(include_pad ? padded : valid);
+        int64_t lo[3], hi[3], o[3] = {od, oh, ow};
+        const float div = g.clipped(o, kind, include_pad, lo, hi);
         f((od * g.out[1] + oh) * g.out[2] + ow, lo, hi, div);
       }
 }
@@ -149,7 +107,7 @@ void for_each_window(const Geometry& g, PoolKind kind, bool include_pad, F&& f) 
 class PoolKernel final : public Kernel {
  public:
   explicit PoolKernel(const KernelArgs& a) : p_(a.attrs.param<PoolParam>()) {
-    g_ = make_geometry(p_, a.in_shapes[0], a.out_shapes[0]);
+    g_ = nn::make_pool_geometry(p_, a.in_shapes[0], a.out_shapes[0]);
     kind_ = p_.pool_type == "max"   ? PoolKind::kMax
             : p_.pool_type == "avg" ? PoolKind::kAvg
                                     : PoolKind::kSum;
@@ -255,16 +213,8 @@ class PoolKernel final : public Kernel {
                     acc[j] = kind_ == PoolKind::kMax ? std::max(acc[j], v[j]) : acc[j] + v[j];
                   any = true;
                 }
-            // A window made only of padding: MXNet 1.9.1 leaves max pooling at its
-            // initial value, the lowest float; avg and sum give 0.
-            for (int j = 0; j < B; ++j) {
-              float r = acc[j];
-              if (!any && kind_ != PoolKind::kMax)
-                r = 0.f;
-              else if (kind_ == PoolKind::kAvg)
-                r /= div;
-              nn::store(yp, o * B + j, r, add);
-            }
+            for (int j = 0; j < B; ++j)
+              nn::store(yp, o * B + j, nn::pool_result(kind_, acc[j], any, div), add);
           });
     }
   }
