@@ -104,6 +104,14 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     using dnnl_util::to_dims;
     int nd = p_.kernel.ndim();
     const Shape& ws = a.in_shapes[1];
+    // Small layers (batch 1 of mobile networks) build and run their primitives on one
+    // thread: waking the other threads would cost more than it saves.
+    const double in_n = static_cast<double>(a.in_shapes[0].numel());
+    const double out_n = static_cast<double>(a.out_shapes[0].numel());
+    const double w_n = static_cast<double>(ws.numel());
+    threads_ = dnnl_util::threads_for_work(2.0 * out_n * w_n / static_cast<double>(ws[0]),
+                                           4.0 * (in_n + out_n + w_n));
+    dnnl_util::ThreadCap cap(threads_);
     memory::dims wdims = to_dims(ws);
     if (p_.num_group > 1) {  // (F, C/G, k...) is (G, F/G, C/G, k...) in row-major order
       wdims[0] = ws[0] / p_.num_group;
@@ -191,6 +199,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   // the same algorithm and data/output layouts as the forward.
   bool fuse_post_ops(const PostOps& ops) override {
     using namespace dnnl;
+    dnnl_util::ThreadCap cap(threads_);
     primitive_attr attr;
     attr.set_scratchpad_mode(scratchpad_mode::user);
     post_ops po;
@@ -249,6 +258,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   bool forward_post_ops(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,
                         const PostOps& ops) override {
     if ((ctx.is_train && ops.sum) || !layer_->has_post_ops()) return false;
+    dnnl_util::ThreadCap cap(threads_);
     const float* b = no_bias_ ? nullptr : in[2].cdata<float>();
     return layer_->forward_post_ops(in[0].cdata<float>(), in[1], b, dst.data<float>(), ops,
                                     ctx.workspace);

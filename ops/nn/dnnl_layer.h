@@ -14,6 +14,7 @@
 
 #include "ops/nn/nn_util.h"
 #include "runtime/cpu/dnnl_util.h"
+#include "runtime/cpu/thread_cap.h"
 
 namespace loom::nn {
 
@@ -322,6 +323,7 @@ class WeightedLayerKernel : public Kernel {
   size_t workspace_bytes() const override { return layer_->workspace_bytes(); }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
+    dnnl_util::ThreadCap cap(threads_);
     // Inputs are only read: cdata leaves their storage trackable (weights can stay cached).
     const float* b = no_bias_ ? nullptr : in[2].cdata<float>();
     layer_->forward(in[0].cdata<float>(), in[1], b, out[0].data<float>(), req[0], ctx.workspace,
@@ -330,6 +332,7 @@ class WeightedLayerKernel : public Kernel {
   void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
+    dnnl_util::ThreadCap cap(threads_);
     auto ptr = [&](size_t i) { return ig[i].is_none() ? nullptr : ig[i].data<float>(); };
     Req rb = no_bias_ ? Req::kNull : req[2];
     layer_->backward(og[0].cdata<float>(), in[0].cdata<float>(), in[1].cdata<float>(), ptr(0),
@@ -338,6 +341,9 @@ class WeightedLayerKernel : public Kernel {
 
  protected:
   bool no_bias_;
+  // OpenMP threads the primitives were built for (0: all; 1 for small layers, see
+  // dnnl_util::threads_for_work); every call runs under the same cap.
+  int threads_ = 0;
   std::optional<DnnlWeightedLayer> layer_;
 };
 

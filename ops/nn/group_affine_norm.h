@@ -10,17 +10,11 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/nn/group_norm_math.h"
 #include "ops/nn/nn_dtype.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace loom::nn {
-
-struct GroupNormLayout {
-  int64_t outer = 1, reduce = 1, inner = 1;
-  bool gamma_by_reduce = false;  ///< gamma[r] (LayerNorm) rather than gamma[o % gamma_count]
-  int64_t gamma_count = 1;
-  double eps = 1e-5;
-};
 
 class GroupAffineNormKernel final : public Kernel {
  public:
@@ -61,14 +55,14 @@ class GroupAffineNormKernel final : public Kernel {
 #pragma omp parallel for schedule(static) if (groups * l_.reduce >= tensor::kParallelMin && groups > 1)
     for (int64_t gi = 0; gi < groups; ++gi) {
       const int64_t o = gi / l_.inner, i = gi % l_.inner;
-      auto [mean, sd] = stats(x, o, i);
-      if (mean_out) put(mean_out + gi, req[1], mean);
-      if (std_out) put(std_out + gi, req[2], sd);
+      const GroupStats st = group_stats(l_, x, o, i);
+      if (mean_out) put(mean_out + gi, req[1], st.mean);
+      if (std_out) put(std_out + gi, req[2], st.sd);
       if (!y) continue;
       for (int64_t r = 0; r < l_.reduce; ++r) {
         const int64_t k = at(o, r, i), c = gamma_index(o, r);
-        const double v = (double(ld(x, k)) - mean) / sd * double(ld(gamma, c)) + double(ld(beta, c));
-        put(y + k, req[0], v);
+        put(y + k, req[0],
+            group_norm_value(double(ld(x, k)), st, double(ld(gamma, c)), double(ld(beta, c))));
       }
     }
   }
@@ -86,26 +80,18 @@ class GroupAffineNormKernel final : public Kernel {
     const int64_t groups = l_.outer * l_.inner;
     for (int64_t gi = 0; gi < groups; ++gi) {
       const int64_t o = gi / l_.inner, i = gi % l_.inner;
-      auto [mean, sd] = stats(x, o, i);
-      double sum_gh = 0, sum_ghx = 0;  // sums of g*gamma and g*gamma*xhat over the group
-      for (int64_t r = 0; r < l_.reduce; ++r) {
+      const GroupStats st = group_stats(l_, x, o, i);
+      for (int64_t r = 0; r < l_.reduce; ++r) {  // gamma and beta: in the order of norms.cu
         const int64_t k = at(o, r, i), c = gamma_index(o, r);
-        const double xhat = (double(ld(x, k)) - mean) / sd, gh = double(ld(g, k)) * double(ld(gamma, c));
-        sum_gh += gh;
-        sum_ghx += gh * xhat;
+        const double xhat = (double(ld(x, k)) - st.mean) / st.sd;
         dgamma[static_cast<size_t>(c)] += double(ld(g, k)) * xhat;
         dbeta[static_cast<size_t>(c)] += double(ld(g, k));
       }
       if (!dx) continue;
-      const double n = static_cast<double>(l_.reduce);
-      for (int64_t r = 0; r < l_.reduce; ++r) {
-        const int64_t k = at(o, r, i), c = gamma_index(o, r);
-        const double xhat = (double(ld(x, k)) - mean) / sd, gh = double(ld(g, k)) * double(ld(gamma, c));
-        double v = (gh - sum_gh / n - xhat * sum_ghx / n) / sd;
-        if (gmean) v += double(ld(gmean, gi)) / n;
-        if (gstd) v += double(ld(gstd, gi)) * xhat / n;
-        put(dx + k, req[0], v);
-      }
+      const GroupGradSums sums = group_grad_sums(l_, g, x, gamma, st, o, i);
+      for (int64_t r = 0; r < l_.reduce; ++r)
+        put(dx + at(o, r, i), req[0],
+            group_norm_dx(l_, g, x, gamma, gmean, gstd, st, sums, o, r, i));
     }
     for (int p = 1; p <= 2; ++p) {
       if (req[p] == Req::kNull) continue;
@@ -115,21 +101,8 @@ class GroupAffineNormKernel final : public Kernel {
     }
   }
 
-  int64_t at(int64_t o, int64_t r, int64_t i) const { return (o * l_.reduce + r) * l_.inner + i; }
-  int64_t gamma_index(int64_t o, int64_t r) const { return l_.gamma_by_reduce ? r : o % l_.gamma_count; }
-  // Mean and sqrt(population variance + eps) of group (o, i), in double (two passes).
-  template <class T>
-  std::pair<double, double> stats(const T* x, int64_t o, int64_t i) const {
-    double sum = 0;
-    for (int64_t r = 0; r < l_.reduce; ++r) sum += double(ld(x, at(o, r, i)));
-    const double mean = sum / static_cast<double>(l_.reduce);
-    double ss = 0;
-    for (int64_t r = 0; r < l_.reduce; ++r) {
-      const double d = double(ld(x, at(o, r, i))) - mean;
-      ss += d * d;
-    }
-    return {mean, std::sqrt(ss / static_cast<double>(l_.reduce) + l_.eps)};
-  }
+  int64_t at(int64_t o, int64_t r, int64_t i) const { return l_.at(o, r, i); }
+  int64_t gamma_index(int64_t o, int64_t r) const { return l_.gamma_index(o, r); }
   GroupNormLayout l_;
   DType dtype_;
   std::string what_;

@@ -36,11 +36,7 @@ void infer_group_norm(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shap
 }
 
 std::unique_ptr<Kernel> make_group_norm(const KernelArgs& a) {
-  const Shape& s = a.in_shapes[0];
-  const auto& p = a.attrs.param<GroupNormParam>();
-  nn::GroupNormLayout l{.outer = s[0] * p.num_groups, .reduce = s.numel() / (s[0] * p.num_groups),
-                        .gamma_count = p.num_groups, .eps = p.eps};
-  return std::make_unique<nn::GroupAffineNormKernel>(a, l);
+  return std::make_unique<nn::GroupAffineNormKernel>(a, nn::group_norm_layout(a));
 }
 
 LOOM_CPU_DTYPES("GroupNorm", kDTypePolicyFloats);
@@ -59,4 +55,14 @@ LOOM_REGISTER_OP("GroupNorm")
     .sample({.attrs = {{"num_groups", "3"}, {"output_mean_var", "True"}}, .in_shapes = {{1, 6, 2}, {3}, {3}}});
 
 }  // namespace
+
+nn::GroupNormLayout nn::group_norm_layout(const KernelArgs& a) {
+  const Shape& s = a.in_shapes[0];
+  const auto& p = a.attrs.param<GroupNormParam>();
+  return nn::GroupNormLayout{.outer = s[0] * p.num_groups,
+                             .reduce = s.numel() / (s[0] * p.num_groups),
+                             .gamma_count = p.num_groups,
+                             .eps = p.eps};
+}
+
 }  // namespace loom

@@ -23,10 +23,7 @@ void infer_instance_norm(const OpAttrs& a, std::vector<Shape>& in, std::vector<S
 }
 
 std::unique_ptr<Kernel> make_instance_norm(const KernelArgs& a) {
-  const Shape& s = a.in_shapes[0];
-  nn::GroupNormLayout l{.outer = s[0] * s[1], .reduce = s.numel() / (s[0] * s[1]), .gamma_count = s[1],
-                        .eps = a.attrs.param<InstanceNormParam>().eps};
-  return std::make_unique<nn::GroupAffineNormKernel>(a, l);
+  return std::make_unique<nn::GroupAffineNormKernel>(a, nn::instance_norm_layout(a));
 }
 
 LOOM_CPU_DTYPES("InstanceNorm", kDTypePolicyFloats);
@@ -42,4 +39,13 @@ LOOM_REGISTER_OP("InstanceNorm")
     .sample({.attrs = {{"eps", "1e-5"}}, .in_shapes = {{2, 2, 3, 2}, {2}, {2}}});
 
 }  // namespace
+
+nn::GroupNormLayout nn::instance_norm_layout(const KernelArgs& a) {
+  const Shape& s = a.in_shapes[0];
+  return nn::GroupNormLayout{.outer = s[0] * s[1],
+                             .reduce = s.numel() / (s[0] * s[1]),
+                             .gamma_count = s[1],
+                             .eps = a.attrs.param<InstanceNormParam>().eps};
+}
+
 }  // namespace loom

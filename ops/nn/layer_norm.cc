@@ -32,13 +32,7 @@ void infer_layer_norm(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shap
 }
 
 std::unique_ptr<Kernel> make_layer_norm(const KernelArgs& a) {
-  const auto& p = a.attrs.param<LayerNormParam>();
-  const Shape& s = a.in_shapes[0];
-  int ax = tensor::norm_axis(p.axis, s.ndim(), "axis");
-  nn::GroupNormLayout l{.reduce = s[ax], .gamma_by_reduce = true, .eps = p.eps};
-  for (int d = 0; d < ax; ++d) l.outer *= s[d];
-  for (int d = ax + 1; d < s.ndim(); ++d) l.inner *= s[d];
-  return std::make_unique<nn::GroupAffineNormKernel>(a, l);
+  return std::make_unique<nn::GroupAffineNormKernel>(a, nn::layer_norm_layout(a));
 }
 
 LOOM_CPU_DTYPES("LayerNorm", kDTypePolicyFloats);
@@ -57,4 +51,15 @@ LOOM_REGISTER_OP("LayerNorm")
     .sample({.attrs = {{"output_mean_var", "True"}}, .in_shapes = {{2, 2, 3}, {3}, {3}}});
 
 }  // namespace
+
+nn::GroupNormLayout nn::layer_norm_layout(const KernelArgs& a) {
+  const auto& p = a.attrs.param<LayerNormParam>();
+  const Shape& s = a.in_shapes[0];
+  int ax = tensor::norm_axis(p.axis, s.ndim(), "axis");
+  nn::GroupNormLayout l{.reduce = s[ax], .gamma_by_reduce = true, .eps = p.eps};
+  for (int d = 0; d < ax; ++d) l.outer *= s[d];
+  for (int d = ax + 1; d < s.ndim(); ++d) l.inner *= s[d];
+  return l;
+}
+
 }  // namespace loom

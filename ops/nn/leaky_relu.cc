@@ -7,6 +7,7 @@
 #include "ops/infer.h"
 #include "ops/nn/nn_dtype.h"
 #include "ops/nn/nn_util.h"
+#include "runtime/cpu/thread_cap.h"
 
 namespace loom {
 namespace {
@@ -71,6 +72,8 @@ class LeakyKernel final : public Kernel {
         what_("node '" + a.attrs.name + "' (op LeakyReLU)") {
     const Shape& s = a.in_shapes[0];
     n_ = s.numel();
+    // Small maps (batch 1) on one thread: waking the others costs more than the pass.
+    par_ = n_ > 65536 && dnnl_util::parallel_worth(8.0 * static_cast<double>(n_));
     if (p_.act_type == "prelu") {
       if (s.ndim() < 2) throw ShapeError(what_ + ": prelu needs at least 2-d data");
       channels_ = s[1];
@@ -153,7 +156,7 @@ class LeakyKernel final : public Kernel {
     const C s = p_.slope;
     const C alpha = static_cast<C>(1.6732632423543772), lambda = static_cast<C>(1.0507009873554805);
     const C inv_sqrt2 = static_cast<C>(0.70710678118654752);
-#pragma omp parallel for if (n_ > 65536)
+#pragma omp parallel for if (par_)
     for (int64_t i = 0; i < n_; ++i) {
       C v = nn::ld(x, i), r;
       if (t == Act::kLeaky)
@@ -213,7 +216,7 @@ class LeakyKernel final : public Kernel {
     if (n_ == 0) return;
     const int64_t B = block_, nb = channels_ / B, outer = n_ / (inner_ * channels_);
     const int64_t run = inner_ * B;
-#pragma omp parallel for collapse(2) if (n_ > 65536)
+#pragma omp parallel for collapse(2) if (par_)
     for (int64_t n = 0; n < outer; ++n)
       for (int64_t cb = 0; cb < nb; ++cb) {
         float sl[16];
@@ -272,6 +275,7 @@ class LeakyKernel final : public Kernel {
   DType dtype_;
   std::string what_;
   int64_t n_ = 0, channels_ = 1, inner_ = 1, gamma_n_ = 1, gamma_c_ = 1;
+  bool par_ = true;  // forward loops in parallel (not for small maps)
   int block_ = 1;
   std::vector<float> slopes_;  // fused_activation: a shared slope per channel
 };

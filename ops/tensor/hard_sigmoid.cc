@@ -1,13 +1,13 @@
 // hard_sigmoid(alpha, beta): y = clip(alpha * x + beta, 0, 1). The gradient is alpha * dy where
-// 0 < alpha * x + beta < 1 (strictly, as MXNet 1.9.1), else 0.
+// 0 < alpha * x + beta < 1 (strictly, as MXNet 1.9.1), else 0. The element arithmetic is in
+// clip_math.h (shared with the CUDA kernel, clip_ops.cu).
+#include "ops/tensor/clip_math.h"
 #include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
 
-struct HardSigmoidParam {
-  float alpha, beta;
-};
+using tensor::HardSigmoidParam;
 const auto kHardSigmoidSchema =
     ParamSchema<HardSigmoidParam>()
         .optional("alpha", &HardSigmoidParam::alpha, 0.2f, "Slope of hard sigmoid.")
@@ -28,8 +28,7 @@ class HardSigmoidKernel final : public Kernel {
           const T* x = in[0].cdata<T>();
           const auto a = p_.alpha, b = p_.beta;
           tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
-            const auto v = a * tensor::to_c(x[i]) + b;
-            return tensor::from_c<T>(v > 1 ? 1 : v < 0 ? 0 : v);
+            return tensor::from_c<T>(tensor::hard_sigmoid_value(tensor::to_c(x[i]), a, b));
           });
         },
         what_);
@@ -45,8 +44,8 @@ class HardSigmoidKernel final : public Kernel {
           const T *g = og[0].cdata<T>(), *x = in[0].cdata<T>();
           const auto a = p_.alpha, b = p_.beta;
           tensor::write_t<T>(ig[0].data<T>(), req[0], ig[0].size(), [=](int64_t i) {
-            const auto v = a * tensor::to_c(x[i]) + b;
-            return tensor::from_c<T>(v > 0 && v < 1 ? tensor::to_c(g[i]) * a : 0);
+            return tensor::from_c<T>(
+                tensor::hard_sigmoid_grad(tensor::to_c(x[i]), tensor::to_c(g[i]), a, b));
           });
         },
         what_);

@@ -1,6 +1,7 @@
 // Element-wise unary math (exp, log, relu, ...) and clip. Each op is one functor from
 // ops/elemwise_math.h: y = F::f(x), dx = dy * F::d(x, y).
 #include "ops/elemwise_math.h"
+#include "ops/tensor/clip_math.h"
 #include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
@@ -125,9 +126,7 @@ OpDef& unary(const char* name, Uses uses, const char* doc, const char* kind = "n
 }();
 
 // ---- clip ----
-struct ClipParam {
-  float a_min, a_max;
-};
+using tensor::ClipParam;  // clip_math.h: shared with the CUDA kernel (clip_ops.cu)
 const auto kClipSchema = ParamSchema<ClipParam>()
                              .required("a_min", &ClipParam::a_min, "Minimum value.")
                              .required("a_max", &ClipParam::a_max, "Maximum value.")
@@ -152,8 +151,7 @@ class ClipKernel final : public Kernel {
       const double lo = p_.a_min, hi = p_.a_max;
       const T tlo = convert_value<T>(p_.a_min), thi = convert_value<T>(p_.a_max);
       tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
-        const double v = static_cast<double>(x[i]);
-        return v > hi ? thi : v < lo ? tlo : x[i];
+        return tensor::clip_value(x[i], lo, hi, tlo, thi);
       });
     }, what_);
   }
@@ -167,8 +165,7 @@ class ClipKernel final : public Kernel {
       const double lo = p_.a_min, hi = p_.a_max;
       // The gradient passes where the input was inside [a_min, a_max].
       tensor::write_t<T>(ig[0].data<T>(), req[0], ig[0].size(), [=](int64_t i) {
-        const double v = static_cast<double>(x[i]);
-        return (v < lo || v > hi) ? T(0.f) : g[i];
+        return tensor::clip_passes(static_cast<double>(x[i]), lo, hi) ? g[i] : T(0.f);
       });
     }, what_);
   }

@@ -1,0 +1,157 @@
+// GPU kernels of LayerNorm, GroupNorm and InstanceNorm (registered by layer_norm.cc,
+// group_norm.cc, instance_norm.cc): the layouts of those files and the per-group and
+// per-element functions of group_norm_math.h, which the CPU kernel runs, in double. One
+// thread per group computes its statistics (and gradient sums) into the workspace; the
+// element passes are then one thread per element. Gamma and beta gradients: one thread per
+// gamma element, summing in the CPU's order (same double result).
+#include "ops/nn/group_norm_math.h"
+#include "runtime/cuda/elementwise.cuh"
+
+namespace loom {
+namespace {
+
+using nn::GroupGradSums;
+using nn::GroupNormLayout;
+using nn::GroupStats;
+
+#define LOOM_GRID_LOOP(i, n)                                                   \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+// Per group: its statistics into st, and (=|+=) the mean/std outputs when given.
+__global__ void norm_stats(GroupNormLayout l, const float* x, GroupStats* st, float* mean_out,
+                           int mean_add, float* std_out, int std_add) {
+  LOOM_GRID_LOOP(gi, l.outer * l.inner) {
+    const GroupStats s = nn::group_stats(l, x, gi / l.inner, gi % l.inner);
+    st[gi] = s;
+    if (mean_out) math::assign_req(mean_out + gi, mean_add, static_cast<float>(s.mean));
+    if (std_out) math::assign_req(std_out + gi, std_add, static_cast<float>(s.sd));
+  }
+}
+
+__global__ void norm_forward(GroupNormLayout l, const float* x, const float* gamma,
+                             const float* beta, const GroupStats* st, float* y, int add) {
+  LOOM_GRID_LOOP(k, l.outer * l.reduce * l.inner) {
+    const int64_t i = k % l.inner, r = (k / l.inner) % l.reduce, o = k / (l.inner * l.reduce);
+    const int64_t c = l.gamma_index(o, r);
+    const double v = nn::group_norm_value(x[k], st[o * l.inner + i], gamma[c], beta[c]);
+    math::assign_req(y + k, add, static_cast<float>(v));
+  }
+}
+
+__global__ void norm_grad_sums(GroupNormLayout l, const float* g, const float* x,
+                               const float* gamma, const GroupStats* st, GroupGradSums* sums) {
+  LOOM_GRID_LOOP(gi, l.outer * l.inner) {
+    sums[gi] = nn::group_grad_sums(l, g, x, gamma, st[gi], gi / l.inner, gi % l.inner);
+  }
+}
+
+__global__ void norm_dx(GroupNormLayout l, const float* g, const float* x, const float* gamma,
+                        const float* gmean, const float* gstd, const GroupStats* st,
+                        const GroupGradSums* sums, float* dx, int add) {
+  LOOM_GRID_LOOP(k, l.outer * l.reduce * l.inner) {
+    const int64_t i = k % l.inner, r = (k / l.inner) % l.reduce, o = k / (l.inner * l.reduce);
+    const int64_t gi = o * l.inner + i;
+    const double v = nn::group_norm_dx(l, g, x, gamma, gmean, gstd, st[gi], sums[gi], o, r, i);
+    math::assign_req(dx + k, add, static_cast<float>(v));
+  }
+}
+
+// Thread c: Σ g·x̂ and Σ g over the elements of gamma element c, in the CPU loop's order.
+__global__ void norm_gamma_beta(GroupNormLayout l, const float* g, const float* x,
+                                const GroupStats* st, float* dgamma, int gamma_add, float* dbeta,
+                                int beta_add) {
+  LOOM_GRID_LOOP(c, l.gamma_size()) {
+    double dg = 0, db = 0;
+    const int64_t o0 = l.gamma_by_reduce ? 0 : c, ostep = l.gamma_by_reduce ? 1 : l.gamma_count;
+    const int64_t r0 = l.gamma_by_reduce ? c : 0, r1 = l.gamma_by_reduce ? c + 1 : l.reduce;
+    for (int64_t o = o0; o < l.outer; o += ostep)
+      for (int64_t i = 0; i < l.inner; ++i) {
+        const GroupStats s = st[o * l.inner + i];
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t k = l.at(o, r, i);
+          const double xhat = (double(x[k]) - s.mean) / s.sd;
+          dg += double(g[k]) * xhat;
+          db += double(g[k]);
+        }
+      }
+    if (dgamma) math::assign_req(dgamma + c, gamma_add, static_cast<float>(dg));
+    if (dbeta) math::assign_req(dbeta + c, beta_add, static_cast<float>(db));
+  }
+}
+
+class GroupAffineNormGpuKernel final : public Kernel {
+ public:
+  GroupAffineNormGpuKernel(const KernelArgs& a, GroupNormLayout l)
+      : l_(l), groups_(l.outer * l.inner), n_(l.outer * l.reduce * l.inner) {
+    cuda::require_float32(a);
+  }
+  size_t workspace_bytes() const override {
+    return static_cast<size_t>(groups_) * (sizeof(GroupStats) + sizeof(GroupGradSums));
+  }
+
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (groups_ == 0) return;
+    cudaStream_t s = cuda::stream_of(ctx);
+    GroupStats* st = static_cast<GroupStats*>(ctx.workspace);
+    auto opt = [&](size_t k) -> float* {
+      return out.size() > k && req[k] != Req::kNull ? out[k].data<float>() : nullptr;
+    };
+    norm_stats<<<cuda::grid_size(groups_), cuda::kBlockSize, 0, s>>>(
+        l_, in[0].data<float>(), st, opt(1), out.size() > 1 && req[1] == Req::kAdd, opt(2),
+        out.size() > 2 && req[2] == Req::kAdd);
+    cuda::check_launch("norm_stats");
+    if (req[0] == Req::kNull) return;
+    norm_forward<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(
+        l_, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), st,
+        out[0].data<float>(), req[0] == Req::kAdd);
+    cuda::check_launch("norm_forward");
+  }
+
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (groups_ == 0) return;
+    cudaStream_t s = cuda::stream_of(ctx);
+    GroupStats* st = static_cast<GroupStats*>(ctx.workspace);
+    GroupGradSums* sums = reinterpret_cast<GroupGradSums*>(st + groups_);
+    const float *g = og[0].data<float>(), *x = in[0].data<float>(), *gamma = in[1].data<float>();
+    auto head = [&](size_t k) -> const float* {
+      return og.size() > k && !og[k].is_none() ? og[k].data<float>() : nullptr;
+    };
+    norm_stats<<<cuda::grid_size(groups_), cuda::kBlockSize, 0, s>>>(l_, x, st, nullptr, 0,
+                                                                    nullptr, 0);
+    cuda::check_launch("norm_stats");
+    if (req[1] != Req::kNull || req[2] != Req::kNull) {
+      norm_gamma_beta<<<cuda::grid_size(l_.gamma_size()), cuda::kBlockSize, 0, s>>>(
+          l_, g, x, st, req[1] != Req::kNull ? ig[1].data<float>() : nullptr,
+          req[1] == Req::kAdd, req[2] != Req::kNull ? ig[2].data<float>() : nullptr,
+          req[2] == Req::kAdd);
+      cuda::check_launch("norm_gamma_beta");
+    }
+    if (req[0] == Req::kNull) return;
+    norm_grad_sums<<<cuda::grid_size(groups_), cuda::kBlockSize, 0, s>>>(l_, g, x, gamma, st,
+                                                                        sums);
+    cuda::check_launch("norm_grad_sums");
+    norm_dx<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(
+        l_, g, x, gamma, head(1), head(2), st, sums, ig[0].data<float>(), req[0] == Req::kAdd);
+    cuda::check_launch("norm_dx");
+  }
+
+ private:
+  GroupNormLayout l_;
+  int64_t groups_, n_;
+};
+
+template <GroupNormLayout (*kLayout)(const KernelArgs&)>
+std::unique_ptr<Kernel> make_norm(const KernelArgs& a) {
+  return std::make_unique<GroupAffineNormGpuKernel>(a, kLayout(a));
+}
+
+LOOM_REGISTER_OP("LayerNorm").kernel(DeviceType::kGPU, make_norm<nn::layer_norm_layout>);
+LOOM_REGISTER_OP("GroupNorm").kernel(DeviceType::kGPU, make_norm<nn::group_norm_layout>);
+LOOM_REGISTER_OP("InstanceNorm").kernel(DeviceType::kGPU, make_norm<nn::instance_norm_layout>);
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,37 @@
+// Small operations on one thread. With passive OpenMP waiting (Loom's default) every
+// parallel region wakes sleeping threads, which costs tens of microseconds on an idle
+// (virtual) CPU: more than a small layer's whole work at batch 1. A kernel estimates its
+// single-thread time at bind and, below a threshold, builds and runs its primitives with
+// the OpenMP thread count capped at 1 (oneDNN fixes a primitive's thread count when it is
+// created, and runs a one-thread primitive without a parallel region).
+#pragma once
+
+#include <cstdint>
+
+namespace loom::dnnl_util {
+
+/// Threads for an operation doing `flops` floating-point operations and moving `bytes` per
+/// call: 1 when its estimated single-thread time is below LOOM_SERIAL_US microseconds
+/// (default 40), else 0 (= no cap, every thread). LOOM_SERIAL_SMALL_OPS=0 turns the cap off.
+/// Read at every call (bind time), so tests can switch it.
+int threads_for_work(double flops, double bytes);
+
+/// True when an element-wise loop over `bytes` (read plus written) should run in parallel:
+/// the same estimate as threads_for_work.
+bool parallel_worth(double bytes);
+
+/// Caps this thread's OpenMP team size (omp_set_num_threads) for its lifetime when `threads`
+/// is positive and below the current maximum; restores the previous value. Nothing inside a
+/// parallel region.
+class ThreadCap {
+ public:
+  explicit ThreadCap(int threads);
+  ~ThreadCap();
+  ThreadCap(const ThreadCap&) = delete;
+  ThreadCap& operator=(const ThreadCap&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+}  // namespace loom::dnnl_util
