@@ -1,10 +1,12 @@
 // LeakyReLU family: leaky, prelu (learned per-channel slope), rrelu (random slope in
-// training), elu, selu, gelu (spec 6.6).
+// training), elu, selu, gelu (spec 6.6). The per-element arithmetic is in leaky_relu_math.h
+// (shared with the CUDA kernel, leaky_relu.cu).
 #include <cmath>
 #include <random>
 #include <type_traits>
 
 #include "ops/infer.h"
+#include "ops/nn/leaky_relu_math.h"
 #include "ops/nn/nn_dtype.h"
 #include "ops/nn/nn_util.h"
 #include "runtime/cpu/thread_cap.h"
@@ -12,10 +14,7 @@
 namespace loom {
 namespace {
 
-struct LeakyParam {
-  std::string act_type;
-  float slope, lower_bound, upper_bound;
-};
+using nn::LeakyParam;
 
 const auto kLeakySchema =
     ParamSchema<LeakyParam>()
@@ -26,32 +25,9 @@ const auto kLeakySchema =
         .optional("lower_bound", &LeakyParam::lower_bound, 0.125f, "Lower bound of rrelu's slope.")
         .optional("upper_bound", &LeakyParam::upper_bound, 0.334f, "Upper bound of rrelu's slope.");
 
-enum class Act { kLeaky, kPrelu, kRrelu, kElu, kSelu, kGelu };
-
-Act act_from_name(const std::string& n) {
-  if (n == "leaky") return Act::kLeaky;
-  if (n == "prelu") return Act::kPrelu;
-  if (n == "rrelu") return Act::kRrelu;
-  if (n == "elu") return Act::kElu;
-  if (n == "selu") return Act::kSelu;
-  return Act::kGelu;
-}
-
-
-// MXNet broadcasts prelu's gamma over data axes 0 and 1 only: gamma's dims align with those
-// from the right, each equal or 1 ((C,) -> (1, C), (N, C) -> (N, C), (1,) -> shared).
-// Returns gamma's extent along axes 0 and 1; throws ShapeError when it does not fit.
-std::pair<int64_t, int64_t> prelu_gamma_dims(const Shape& gamma, const Shape& data,
-                                             const std::string& what) {
-  int64_t e[2] = {1, 1};
-  int s = gamma.ndim() - 1;
-  for (int i = 1; i >= 0 && s >= 0; --i)
-    if (data[i] == gamma[s] || gamma[s] == 1) e[i] = gamma[s--];
-  if (s != -1)
-    throw ShapeError(what + ": cannot broadcast gamma " + gamma.str() + " to data " + data.str() +
-                     " (gamma spans data axes 0 and 1 only)");
-  return {e[0], e[1]};
-}
+using Act = nn::LeakyAct;
+using nn::act_from_name;
+using nn::prelu_gamma_dims;
 
 void leaky_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
   const auto& p = a.param<LeakyParam>();
@@ -142,10 +118,8 @@ class LeakyKernel final : public Kernel {
         std::fill(mask, mask + n_, T(static_cast<C>((p_.lower_bound + p_.upper_bound) / 2)));
       }
       if (req[0] == Req::kNull) return;
-      for (int64_t i = 0; i < n_; ++i) {
-        C v = nn::ld(x, i);
-        nn::st(y, i, v > 0 ? v : nn::ld(mask, i) * v, add);
-      }
+      for (int64_t i = 0; i < n_; ++i)
+        nn::st(y, i, nn::leaky_value(t, nn::ld(x, i), nn::ld(mask, i)), add);
       return;
     }
     if (req[0] == Req::kNull) return;
@@ -154,22 +128,10 @@ class LeakyKernel final : public Kernel {
       if (t == Act::kPrelu && !add) return prelu_forward(x, gamma, y);
     }
     const C s = p_.slope;
-    const C alpha = static_cast<C>(1.6732632423543772), lambda = static_cast<C>(1.0507009873554805);
-    const C inv_sqrt2 = static_cast<C>(0.70710678118654752);
 #pragma omp parallel for if (par_)
     for (int64_t i = 0; i < n_; ++i) {
-      C v = nn::ld(x, i), r;
-      if (t == Act::kLeaky)
-        r = v > 0 ? v : s * v;
-      else if (t == Act::kPrelu)
-        r = v > 0 ? v : nn::ld(gamma, gamma_index(i)) * v;
-      else if (t == Act::kElu)
-        r = v > 0 ? v : s * std::expm1(v);
-      else if (t == Act::kSelu)
-        r = lambda * (v > 0 ? v : alpha * std::expm1(v));
-      else
-        r = C(0.5) * v * (C(1) + std::erf(v * inv_sqrt2));
-      nn::st(y, i, r, add);
+      const C a = t == Act::kPrelu ? nn::ld(gamma, gamma_index(i)) : s;
+      nn::st(y, i, nn::leaky_value(t, nn::ld(x, i), a), add);
     }
   }
 
@@ -188,25 +150,12 @@ class LeakyKernel final : public Kernel {
     const T* gamma = t == Act::kPrelu ? in[1].data<T>() : nullptr;
     const T* mask = t == Act::kRrelu ? out[1].data<T>() : nullptr;
     const C s = p_.slope;
-    const C alpha = static_cast<C>(1.6732632423543772), lambda = static_cast<C>(1.0507009873554805);
-    const C inv_sqrt2 = static_cast<C>(0.70710678118654752);
-    const C inv_sqrt2pi = static_cast<C>(0.39894228040143268);
 #pragma omp parallel for if (n_ > 65536)
     for (int64_t i = 0; i < n_; ++i) {
-      C v = nn::ld(x, i), d;
-      if (t == Act::kLeaky)
-        d = v > 0 ? C(1) : s;
-      else if (t == Act::kPrelu)
-        d = v > 0 ? C(1) : nn::ld(gamma, gamma_index(i));
-      else if (t == Act::kRrelu)
-        d = v > 0 ? C(1) : nn::ld(mask, i);
-      else if (t == Act::kElu)
-        d = v > 0 ? C(1) : s * std::exp(v);
-      else if (t == Act::kSelu)
-        d = lambda * (v > 0 ? C(1) : alpha * std::exp(v));
-      else
-        d = C(0.5) * (C(1) + std::erf(v * inv_sqrt2)) + v * inv_sqrt2pi * std::exp(C(-0.5) * v * v);
-      nn::st(dx, i, nn::ld(g, i) * d, add);
+      const C a = t == Act::kPrelu   ? nn::ld(gamma, gamma_index(i))
+                  : t == Act::kRrelu ? nn::ld(mask, i)
+                                     : s;
+      nn::st(dx, i, nn::ld(g, i) * nn::leaky_deriv(t, nn::ld(x, i), a), add);
     }
   }
 
@@ -247,11 +196,8 @@ class LeakyKernel final : public Kernel {
   // the data's layout (channel-blocked: channel cb*B + j of a position is at
   // ((n * C/B + cb) * inner + p) * B + j).
   int64_t gamma_index(int64_t i) const {
-    int64_t c;
-    if (block_ == 1)
-      c = (i / inner_) % channels_;
-    else
-      c = (i / (inner_ * block_)) % (channels_ / block_) * block_ + i % block_;
+    if (block_ == 1) return nn::prelu_gamma_index(i, inner_, channels_, gamma_n_, gamma_c_);
+    int64_t c = (i / (inner_ * block_)) % (channels_ / block_) * block_ + i % block_;
     if (gamma_c_ == 1) c = 0;
     const int64_t n = gamma_n_ == 1 ? 0 : i / (inner_ * channels_);
     return n * gamma_c_ + c;
