@@ -7,7 +7,9 @@
 // Without a CUDA device (or in a CPU-only build) it prints one line and returns 77, the
 // code ctest is told means "skipped" (SKIP_RETURN_CODE). `--device cpu` runs the "GPU"
 // side on the CPU instead (ctest gpu_op_sweep_harness): it checks the sweep itself, on
-// every machine, over the same ops and samples.
+// every machine, over the same ops and samples. Then a step graph (accumulation, momentum
+// SGD, EMA) runs on the device, recorded as a CUDA Graph and replayed, against the CPU
+// (tests/gpu/step_case.h).
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -19,6 +21,7 @@
 #include "ops/op.h"
 #include "runtime/device.h"
 #include "runtime/imperative.h"
+#include "tests/gpu/step_case.h"
 
 namespace loom {
 namespace {
@@ -224,5 +227,6 @@ int main(int argc, char** argv) {
       "gpu_op_sweep%s: %d ops, %d samples, %d failures; %zu ops with a CPU kernel have "
       "no GPU kernel\n",
       harness ? " (CPU on both sides)" : "", sweep.ops, sweep.samples, sweep.failures, cpu_only);
-  return sweep.failures ? 1 : 0;
+  const int step_failures = run_step_graph_case(harness ? Device::cpu() : Device::gpu(0));
+  return sweep.failures || step_failures ? 1 : 0;
 }
