@@ -19,6 +19,7 @@
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
+#include "ops/nn/legacy_v1_math.h"
 #include "ops/nn/nn_util.h"
 
 namespace loom {
@@ -26,10 +27,7 @@ namespace {
 
 // ------------------------------------------------------------------------- BatchNorm_v1
 
-struct BNv1Param {
-  float eps, momentum;
-  bool fix_gamma, use_global_stats, output_mean_var;
-};
+using nn::BNv1Param;  // ops/nn/legacy_v1_math.h, shared with the GPU kernels
 const auto kBNv1Schema =
     ParamSchema<BNv1Param>()
         .optional("eps", &BNv1Param::eps, 1e-3f, "Epsilon to prevent division by 0.")
@@ -85,10 +83,10 @@ class BNv1Kernel final : public Kernel {
       if (req[2] != Req::kNull) var[c] = static_cast<float>(v);
       if (req[0] == Req::kNull) continue;
       const double g = p_.fix_gamma ? 1.0 : gamma[c];
-      const double inv = 1.0 / std::sqrt(v + p_.eps), b = beta[c];
+      const double inv = nn::bnv1_inv(v, p_.eps), b = beta[c];
       const bool add = req[0] == Req::kAdd;
       each(c, [&](int64_t k) {
-        const float r = static_cast<float>(g * (x[k] - mu) * inv + b);
+        const float r = nn::bnv1_output(x[k], mu, inv, g, b);
         y[k] = add ? y[k] + r : r;
       });
     }
@@ -112,7 +110,7 @@ class BNv1Kernel final : public Kernel {
     for (int64_t c = 0; c < c_; ++c) {
       const double g = p_.fix_gamma ? 1.0 : gamma[c];
       double mu = batch ? mean[c] : mm[c], v = batch ? var[c] : mv[c];
-      const double inv = 1.0 / std::sqrt(v + p_.eps);
+      const double inv = nn::bnv1_inv(v, p_.eps);
       double sdy = 0, sdyx = 0;  // sum dy, sum dy * (x - mu)
       each(c, [&](int64_t k) {
         sdy += dy[k];
@@ -124,14 +122,16 @@ class BNv1Kernel final : public Kernel {
         if (batch) {
           // dx = g * inv * (dy - sum(dy) / m - (x - mu) * sum(dy (x - mu)) * inv^2 / m)
           const double a = g * inv, k1 = m > 0 ? sdy / m : 0, k2 = m > 0 ? sdyx * inv * inv / m : 0;
-          each(c, [&](int64_t k) { put(dx + k, req[0], a * (dy[k] - k1 - (x[k] - mu) * k2)); });
+          each(c, [&](int64_t k) {
+            put(dx + k, req[0], nn::bnv1_dx_train(dy[k], x[k], mu, a, k1, k2));
+          });
         } else {
           each(c, [&](int64_t k) { put(dx + k, req[0], g * inv * dy[k]); });
         }
       }
       if (batch) {  // MXNet 1.9.1 updates the moving statistics here, in backward
-        mm[c] = static_cast<float>(mm[c] * p_.momentum + mu * (1 - p_.momentum));
-        mv[c] = static_cast<float>(mv[c] * p_.momentum + v * (1 - p_.momentum));
+        mm[c] = nn::bnv1_moving(mm[c], mu, p_.momentum);
+        mv[c] = nn::bnv1_moving(mv[c], v, p_.momentum);
       }
     }
   }
@@ -244,13 +244,7 @@ LOOM_REGISTER_OP("Convolution_v1")
 // account (MXNet's v1: a window over the padding never goes below 0) and its gradient goes to
 // every cell equal to the maximum; sum adds the cells; avg divides the sum by the whole
 // kernel area. global_pool pools each whole channel.
-struct PoolV1Param {
-  Shape kernel;
-  std::string pool_type;
-  bool global_pool;
-  std::string pooling_convention;
-  Shape stride, pad;
-};
+using nn::PoolV1Param;  // ops/nn/legacy_v1_math.h, shared with the GPU kernels
 const auto kPoolV1Schema =
     ParamSchema<PoolV1Param>()
         .optional("kernel", &PoolV1Param::kernel, Shape(), "Pooling kernel size: (y, x).")
@@ -273,22 +267,13 @@ const auto kPoolV1Schema =
               throw ParamError("kernel and stride must be >= 1 and pad >= 0");
         });
 
-// kernel, stride, pad per axis for data (N, C, H, W).
-struct PoolV1Geom {
-  int64_t kh, kw, sh, sw, ph, pw;
-};
-PoolV1Geom pool_v1_geom(const PoolV1Param& p, const Shape& x) {
-  if (p.global_pool) return {x[2], x[3], 1, 1, 0, 0};
-  return {p.kernel[0], p.kernel[1], p.stride[0], p.stride[1], p.pad[0], p.pad[1]};
-}
-
 void pool_v1_infer_shape(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
   const Shape& x = in[0];
   if (x.ndim() == 0) return;
   if (x.ndim() != 4)
     throw ShapeError("data must be 4-D (batch, channel, y, x) for Pooling_v1, got " + x.str());
   const auto& p = a.param<PoolV1Param>();
-  const PoolV1Geom g = pool_v1_geom(p, x);
+  const nn::PoolV1Window g = nn::make_pool_v1_window(p, x);
   Shape y = x;
   if (p.global_pool) {
     y[2] = y[3] = 1;
@@ -310,10 +295,10 @@ class PoolV1Kernel final : public Kernel {
   explicit PoolV1Kernel(const KernelArgs& a) {
     const auto& p = a.attrs.param<PoolV1Param>();
     const Shape &x = a.in_shapes[0], &y = a.out_shapes[0];
-    g_ = pool_v1_geom(p, x);
-    type_ = p.pool_type == "max" ? 0 : p.pool_type == "sum" ? 1 : 2;
+    g_ = nn::make_pool_v1_window(p, x);
+    type_ = g_.type;
     nc_ = x[0] * x[1], h_ = x[2], w_ = x[3], oh_ = y[2], ow_ = y[3];
-    scale_ = type_ == 2 ? 1.f / static_cast<float>(g_.kh * g_.kw) : 1.f;
+    scale_ = g_.scale;
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
@@ -359,27 +344,14 @@ class PoolV1Kernel final : public Kernel {
   // fn(r, q) for the window's cells inside the data (the padding cells hold zeros).
   template <class Fn>
   void cells(int64_t i, int64_t j, Fn fn) const {
-    const int64_t r0 = i * g_.sh - g_.ph, q0 = j * g_.sw - g_.pw;
-    for (int64_t r = std::max<int64_t>(r0, 0); r < std::min(r0 + g_.kh, h_); ++r)
-      for (int64_t q = std::max<int64_t>(q0, 0); q < std::min(q0 + g_.kw, w_); ++q) fn(r, q);
+    int64_t r0, r1, q0, q1;
+    g_.cells(i, j, &r0, &r1, &q0, &q1);
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t q = q0; q < q1; ++q) fn(r, q);
   }
-  // Whether window (i, j) covers a padding cell (inside the padded extent).
-  bool covers_pad(int64_t i, int64_t j) const {
-    const int64_t r0 = i * g_.sh - g_.ph, q0 = j * g_.sw - g_.pw;
-    const int64_t r1 = std::min(r0 + g_.kh, h_ + g_.ph), q1 = std::min(q0 + g_.kw, w_ + g_.pw);
-    return r0 < 0 || q0 < 0 || r1 > h_ || q1 > w_;
-  }
-  float pooled(const float* x, int64_t i, int64_t j) const {
-    if (type_ == 0) {
-      float m = covers_pad(i, j) ? 0.f : -std::numeric_limits<float>::infinity();
-      cells(i, j, [&](int64_t r, int64_t q) { m = std::max(m, x[r * w_ + q]); });
-      return m;
-    }
-    float s = 0;
-    cells(i, j, [&](int64_t r, int64_t q) { s += x[r * w_ + q]; });
-    return s * scale_;
-  }
-  PoolV1Geom g_{};
+  // The window rules are ops/nn/legacy_v1_math.h's, shared with the GPU kernel.
+  float pooled(const float* x, int64_t i, int64_t j) const { return g_.pooled(x, i, j); }
+  nn::PoolV1Window g_{};
   int type_ = 0;
   int64_t nc_ = 0, h_ = 0, w_ = 0, oh_ = 0, ow_ = 0;
   float scale_ = 1;

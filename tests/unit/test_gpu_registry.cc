@@ -21,8 +21,6 @@ struct NoGpuKernelYet {
 
 const std::vector<NoGpuKernelYet>& no_gpu_kernel_yet() {
   static const std::vector<NoGpuKernelYet> v = {
-      {"not yet: the legacy v1 pooling and batch normalisation kernels (issue 14)",
-       {"Pooling_v1", "BatchNorm_v1"}},
       {"not yet: RNN on cuDNN's RNN API (issue 14)", {"RNN"}},
       {"not yet: matrix products other than FullyConnected, dot, batch_dot (cuBLAS)",
        {"_linalg_gemm", "_linalg_gemm2", "_linalg_syrk", "_linalg_trmm", "_linalg_trsm",
@@ -187,7 +185,8 @@ const char* const kKnownGpuOps[] = {
     "_loom_step_predicate", "Reshape", "Flatten", "sum", "mean", "max", "broadcast_add",
     "broadcast_mul", "FullyConnected", "dot", "batch_dot", "add_n", "_zeros", "ones_like",
     "_loom_ema_update", "_loom_ema_debias", "Concat", "SliceChannel", "Embedding", "slice_axis", "Dropout", "_equal", "broadcast_greater", "_lesser_scalar",
-    "Convolution", "Convolution_v1", "Deconvolution", "Pooling", "BatchNorm", "LRN"};
+    "Convolution", "Convolution_v1", "Deconvolution", "Pooling", "BatchNorm", "LRN", "Pooling_v1",
+    "BatchNorm_v1"};
 // clang-format on
 
 // The ops that have GPU kernels are exactly the ones off the list, and the known ones are

@@ -11,6 +11,7 @@
 
 #include "ops/nn/batch_norm_math.h"
 #include "ops/nn/conv_params.h"
+#include "ops/nn/legacy_v1_math.h"
 #include "ops/nn/lrn_math.h"
 #include "ops/nn/pool_window.h"
 
@@ -206,6 +207,51 @@ TEST(NnSharedMath, DeconvPadsFollowMXNetInferPad) {
   // The output length full - pad_l - pad_r is the target.
   EXPECT_EQ(nn::deconv_full_length(p, 0, 5) - l[0] - r[0], 11);
   EXPECT_EQ(nn::deconv_full_length(p, 1, 6) - l[1] - r[1], 7);
+}
+
+// Pooling_v1 over an explicitly zero-padded plane: window (i, j) covers padded rows
+// [i·sh, i·sh + kh) inside the padded extent; max takes the padding zeros into account.
+TEST(NnSharedMath, PoolV1WindowAgainstPaddedPlane) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  const int64_t h = 5, w = 6;
+  std::vector<float> x(h * w);
+  for (auto& v : x) v = nd(rng) - 1.f;  // mostly negative: the padding's zeros matter
+  for (int type = 0; type < 3; ++type)
+    for (int64_t k = 1; k <= 3; ++k)
+      for (int64_t s = 1; s <= 2; ++s)
+        for (int64_t p = 0; p < k; ++p) {
+          nn::PoolV1Window g{k, k + 1, s, s, p, p, h, w, type,
+                             type == 2 ? 1.f / static_cast<float>(k * (k + 1)) : 1.f};
+          const int64_t ph = h + 2 * p, pw = w + 2 * p;
+          std::vector<float> padded(static_cast<size_t>(ph * pw), 0.f);
+          for (int64_t r = 0; r < h; ++r)
+            for (int64_t q = 0; q < w; ++q) padded[(r + p) * pw + q + p] = x[r * w + q];
+          const int64_t oh = (ph - k + s - 1) / s + 1, ow = (pw - k - 1 + s - 1) / s + 1;  // full
+          for (int64_t i = 0; i < oh; ++i)
+            for (int64_t j = 0; j < ow; ++j) {
+              float mx = -INFINITY, sum = 0;
+              for (int64_t r = i * s; r < std::min(i * s + k, ph); ++r)
+                for (int64_t q = j * s; q < std::min(j * s + k + 1, pw); ++q) {
+                  mx = std::max(mx, padded[r * pw + q]);
+                  sum += padded[r * pw + q];
+                }
+              const float want = type == 0 ? mx : sum * g.scale;
+              EXPECT_NEAR(g.pooled(x.data(), i, j), want, 1e-5)
+                  << "type " << type << " k " << k << " s " << s << " p " << p;
+            }
+        }
+}
+
+TEST(NnSharedMath, BatchNormV1ChannelMath) {
+  EXPECT_DOUBLE_EQ(nn::bnv1_inv(3.0, 1.f), 0.5);
+  EXPECT_FLOAT_EQ(nn::bnv1_output(3.f, 1.0, 0.5, 2.0, 0.25), 2.25f);
+  EXPECT_FLOAT_EQ(nn::bnv1_moving(2.f, 4.0, 0.75f), 2.5f);
+  // The training gradient formula equals the BatchNorm one written with x̂.
+  const double mu = 0.3, inv = 1.7, g = 1.2, m = 5, sdy = 0.8, sdyx = -0.4;
+  const double got = nn::bnv1_dx_train(0.5f, 1.1f, mu, g * inv, sdy / m, sdyx * inv * inv / m);
+  const double xhat = (1.1f - mu) * inv;
+  EXPECT_NEAR(got, g * inv * (0.5f - sdy / m - xhat * (sdyx * inv / m)), 1e-12);
 }
 
 }  // namespace
