@@ -13,7 +13,9 @@ namespace loom {
 /// momenta, EMA shadows, counters) and output after each call. On a GPU the executor records
 /// the micro-step as a CUDA Graph and replays it (checked through cuda_graph_status); with
 /// `dev` = CPU the device side runs the plain path (no chunked chains) against the fused
-/// one. Prints one line per failure and a summary; returns the number of failures.
+/// one. Prints one line per failure and a summary; returns the number of failures. When an
+/// op of the step graph has no kernel for the device yet, prints which and returns 0 (the
+/// registry test, tests/unit/test_gpu_registry.cc, keeps that list).
 int run_step_graph_case(Device dev);
 
 }  // namespace loom
