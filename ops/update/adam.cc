@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "ops/update/adam.h"
+#include "ops/update/more_steps.h"
 #include "ops/update/update_util.h"
 
 namespace loom {
@@ -41,10 +42,7 @@ const auto kAdamSchema =
         .optional("lazy_update", &AdamParam::lazy_update, true, update::kDocLazy)
         .optional("lr_input", &AdamParam::lr_input, false, update::kDocLrInput);
 
-struct AdamWParam {
-  double lr, beta1, beta2, epsilon, wd, eta, rescale_grad, clip_gradient;
-  bool lr_input;
-};
+using update::AdamWParam;  // more_steps.h, with the step (shared with optimizers.cu)
 constexpr const char* kDocEtaInput =
     "Read eta (the schedule multiplier of both the Adam step and the weight decay) from an "
     "extra trailing one-element input `eta` instead of the attribute (training-step graphs). "
@@ -95,7 +93,7 @@ class AdamWKernel final : public update::UpdateKernel<AdamWParam> {
   void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
            std::span<const NDArray> out, update::Range r) override {
     const float rs = kTensorScale ? in[4].data<float>()[0] : f32(p_.rescale_grad);
-    if (!std::isfinite(rs) || rs == 0.f) {
+    if (update::adamw_skips(rs)) {
       update::keep_weight(in[0], out[0], req[0], r);
       return;
     }
@@ -103,17 +101,10 @@ class AdamWKernel final : public update::UpdateKernel<AdamWParam> {
     const float* g = in[1].data<float>();
     float* mean = in[2].data<float>();
     float* var = in[3].data<float>();
-    const float b1 = f32(p_.beta1), b2 = f32(p_.beta2), eps = f32(p_.epsilon), lr = f32(p_.lr);
-    const float wd = f32(p_.wd), c = clip_bound(p_.clip_gradient);
     const float eta = update::scalar_or(in, kTensorScale ? 5 : 4, p_.lr_input, p_.eta);
-    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
-      const float gr = clip(rs * g[i], c);
-      const float m = b1 * mean[i] + (1.f - b1) * gr;
-      const float v = b2 * var[i] + (1.f - b2) * gr * gr;
-      mean[i] = m;
-      var[i] = v;
-      return w[i] - eta * (lr * m / (std::sqrt(v) + eps) + wd * w[i]);
-    });
+    const update::AdamWStep step(p_);
+    update::apply(out[0].data<float>(), req[0], r,
+                  [=](int64_t i) { return step(eta, rs, w[i], g[i], mean[i], var[i]); });
   }
 };
 

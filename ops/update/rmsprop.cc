@@ -6,6 +6,7 @@
 // then w ← clip(w, clip_weights) when clip_weights >= 0. ε sits inside the square root.
 #include <cmath>
 
+#include "ops/update/more_steps.h"
 #include "ops/update/update_util.h"
 
 namespace loom {
@@ -15,10 +16,7 @@ using update::clip;
 using update::clip_bound;
 using update::f32;
 
-struct RMSPropParam {
-  double lr, gamma1, gamma2, epsilon, wd, rescale_grad, clip_gradient, clip_weights;
-  bool lr_input;
-};
+using update::RMSPropParam;  // more_steps.h, with the steps (shared with optimizers.cu)
 ParamSchema<RMSPropParam> rmsprop_schema(bool centered) {
   ParamSchema<RMSPropParam> s;
   s.required("lr", &RMSPropParam::lr, update::kDocLr);
@@ -45,16 +43,10 @@ class RMSPropKernel final : public update::UpdateKernel<RMSPropParam> {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float* n = in[2].data<float>();
-    const float g1 = f32(p_.gamma1), eps = f32(p_.epsilon), wd = f32(p_.wd);
     const float lr = update::scalar_or(in, 3, p_.lr_input, p_.lr);
-    const float rs = f32(p_.rescale_grad);
-    const float c = clip_bound(p_.clip_gradient), cw = clip_bound(p_.clip_weights);
-    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
-      const float gr = clip(rs * g[i] + wd * w[i], c);
-      const float nn = (1.f - g1) * (gr * gr) + g1 * n[i];
-      n[i] = nn;
-      return clip(w[i] - lr * (gr / std::sqrt(nn + eps)), cw);
-    });
+    const update::RMSPropStep step(p_);
+    update::apply(out[0].data<float>(), req[0], r,
+                  [=](int64_t i) { return step(lr, w[i], g[i], n[i]); });
   }
 };
 
@@ -68,20 +60,10 @@ class RMSPropAlexKernel final : public update::UpdateKernel<RMSPropParam> {
     float* n = in[2].data<float>();
     float* ga = in[3].data<float>();
     float* delta = in[4].data<float>();
-    const float g1 = f32(p_.gamma1), g2 = f32(p_.gamma2), eps = f32(p_.epsilon);
     const float lr = update::scalar_or(in, 5, p_.lr_input, p_.lr);
-    const float wd = f32(p_.wd), rs = f32(p_.rescale_grad);
-    const float c = clip_bound(p_.clip_gradient), cw = clip_bound(p_.clip_weights);
-    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
-      const float gr = clip(rs * g[i] + wd * w[i], c);
-      const float nn = (1.f - g1) * gr * gr + g1 * n[i];
-      const float gg = (1.f - g1) * gr + g1 * ga[i];
-      const float d = g2 * delta[i] - lr * gr / std::sqrt(nn - gg * gg + eps);
-      n[i] = nn;
-      ga[i] = gg;
-      delta[i] = d;
-      return clip(w[i] + d, cw);
-    });
+    const update::RMSPropAlexStep step(p_);
+    update::apply(out[0].data<float>(), req[0], r,
+                  [=](int64_t i) { return step(lr, w[i], g[i], n[i], ga[i], delta[i]); });
   }
 };
 

@@ -10,6 +10,7 @@
 //            w ← (sign(z)·λ1 − z) / ((β + sqrt(n))/lr + wd) · (|z| > λ1)
 #include <cmath>
 
+#include "ops/update/more_steps.h"
 #include "ops/update/update_util.h"
 
 namespace loom {
@@ -19,11 +20,9 @@ using update::clip;
 using update::clip_bound;
 using update::f32;
 
-inline float sgn(float v) { return static_cast<float>((v > 0.f) - (v < 0.f)); }
+using update::sgn;  // more_steps.h
 
-struct SignSGDParam {
-  double lr, wd, rescale_grad, clip_gradient;
-};
+using update::SignSGDParam;
 const auto kSignSGDSchema =
     ParamSchema<SignSGDParam>()
         .required("lr", &SignSGDParam::lr, update::kDocLr)
@@ -38,15 +37,12 @@ class SignSGDKernel final : public update::UpdateKernel<SignSGDParam> {
            std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
-    const float lr = f32(p_.lr), decay = 1.f - lr * f32(p_.wd);
-    update::apply(out[0].data<float>(), req[0], r,
-                  [=](int64_t i) { return decay * w[i] - lr * sgn(g[i]); });
+    const update::SignSGDStep step(p_);
+    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) { return step(w[i], g[i]); });
   }
 };
 
-struct SignumParam {
-  double lr, momentum, wd, rescale_grad, clip_gradient, wd_lh;
-};
+using update::SignumParam;
 const auto kSignumSchema =
     ParamSchema<SignumParam>()
         .required("lr", &SignumParam::lr, update::kDocLr)
@@ -66,14 +62,9 @@ class SignumKernel final : public update::UpdateKernel<SignumParam> {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float* mom = in[2].data<float>();
-    const float mu = f32(p_.momentum), lr = f32(p_.lr), wd = f32(p_.wd);
-    const float rs = f32(p_.rescale_grad), c = clip_bound(p_.clip_gradient);
-    const float decay = 1.f - lr * f32(p_.wd_lh);
-    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
-      const float m = mu * mom[i] - (1.f - mu) * wd * w[i] - (1.f - mu) * clip(rs * g[i], c);
-      mom[i] = m;
-      return decay * w[i] + lr * sgn(m);
-    });
+    const update::SignumStep step(p_);
+    update::apply(out[0].data<float>(), req[0], r,
+                  [=](int64_t i) { return step(w[i], g[i], mom[i]); });
   }
 };
 

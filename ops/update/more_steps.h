@@ -1,0 +1,121 @@
+// Parameters and per-element steps of rmsprop_update, rmspropalex_update (rmsprop.cc),
+// adamw_update / _adamw_update (adam.cc), signsgd_update and signum_update
+// (sign_ftml_ftrl.cc), shared by those CPU kernels and the CUDA kernels (optimizers.cu): the
+// CPU tests check the arithmetic the GPU runs. No OpenMP here: .cu files include it.
+#pragma once
+
+#include "ops/update/update_math.h"
+
+namespace loom::update {
+
+struct RMSPropParam {
+  double lr, gamma1, gamma2, epsilon, wd, rescale_grad, clip_gradient, clip_weights;
+  bool lr_input;
+};
+struct AdamWParam {
+  double lr, beta1, beta2, epsilon, wd, eta, rescale_grad, clip_gradient;
+  bool lr_input;
+};
+struct SignSGDParam {
+  double lr, wd, rescale_grad, clip_gradient;
+};
+struct SignumParam {
+  double lr, momentum, wd, rescale_grad, clip_gradient, wd_lh;
+};
+
+/// −1, 0 or 1.
+LOOM_HD float sgn(float v) { return static_cast<float>((v > 0.f) - (v < 0.f)); }
+
+/// rmsprop_update: g = clip(rs·grad + wd·w); n ← (1−γ1)·g² + γ1·n; w ← clip(w − lr·g/√(n + ε)).
+struct RMSPropStep {
+  float g1, eps, wd, rs, c, cw;
+  explicit RMSPropStep(const RMSPropParam& p)
+      : g1(static_cast<float>(p.gamma1)),
+        eps(static_cast<float>(p.epsilon)),
+        wd(static_cast<float>(p.wd)),
+        rs(static_cast<float>(p.rescale_grad)),
+        c(clip_bound(p.clip_gradient)),
+        cw(clip_bound(p.clip_weights)) {}
+  LOOM_HD float operator()(float lr, float w, float g, float& n) const {
+    const float gr = clip(rs * g + wd * w, c);
+    const float nn = (1.f - g1) * (gr * gr) + g1 * n;
+    n = nn;
+    return clip(w - lr * (gr / math::fn::sqrt(nn + eps)), cw);
+  }
+};
+
+/// rmspropalex_update (centered): n, g_avg and delta updated in place; w ← clip(w + delta).
+struct RMSPropAlexStep {
+  float g1, g2, eps, wd, rs, c, cw;
+  explicit RMSPropAlexStep(const RMSPropParam& p)
+      : g1(static_cast<float>(p.gamma1)),
+        g2(static_cast<float>(p.gamma2)),
+        eps(static_cast<float>(p.epsilon)),
+        wd(static_cast<float>(p.wd)),
+        rs(static_cast<float>(p.rescale_grad)),
+        c(clip_bound(p.clip_gradient)),
+        cw(clip_bound(p.clip_weights)) {}
+  LOOM_HD float operator()(float lr, float w, float g, float& n, float& ga, float& delta) const {
+    const float gr = clip(rs * g + wd * w, c);
+    const float nn = (1.f - g1) * gr * gr + g1 * n;
+    const float gg = (1.f - g1) * gr + g1 * ga;
+    const float d = g2 * delta - lr * gr / math::fn::sqrt(nn - gg * gg + eps);
+    n = nn;
+    ga = gg;
+    delta = d;
+    return clip(w + d, cw);
+  }
+};
+
+/// AdamW skips the whole update (states untouched, weight kept) when rescale_grad is NaN,
+/// ±Inf or 0 (dynamic loss scaling's overflow case).
+LOOM_HD bool adamw_skips(float rs) { return !(rs - rs == 0.f) || rs == 0.f; }
+
+/// AdamW: g = clip(rs·grad); Adam's moments; w ← w − eta·(lr·mean/(√var + ε) + wd·w).
+struct AdamWStep {
+  float b1, b2, eps, lr, wd, c;
+  explicit AdamWStep(const AdamWParam& p)
+      : b1(static_cast<float>(p.beta1)),
+        b2(static_cast<float>(p.beta2)),
+        eps(static_cast<float>(p.epsilon)),
+        lr(static_cast<float>(p.lr)),
+        wd(static_cast<float>(p.wd)),
+        c(clip_bound(p.clip_gradient)) {}
+  LOOM_HD float operator()(float eta, float rs, float w, float g, float& mean, float& var) const {
+    const float gr = clip(rs * g, c);
+    const float m = b1 * mean + (1.f - b1) * gr;
+    const float v = b2 * var + (1.f - b2) * gr * gr;
+    mean = m;
+    var = v;
+    return w - eta * (lr * m / (math::fn::sqrt(v) + eps) + wd * w);
+  }
+};
+
+/// signsgd_update: w ← (1 − lr·wd)·w − lr·sign(grad) (rescale and clipping cannot change a
+/// sign, so MXNet ignores them).
+struct SignSGDStep {
+  float lr, decay;
+  explicit SignSGDStep(const SignSGDParam& p)
+      : lr(static_cast<float>(p.lr)), decay(1.f - lr * static_cast<float>(p.wd)) {}
+  LOOM_HD float operator()(float w, float g) const { return decay * w - lr * sgn(g); }
+};
+
+/// signum_update: mom ← μ·mom − (1−μ)·wd·w − (1−μ)·clip(rs·grad); w ← (1 − lr·wd_lh)·w +
+/// lr·sign(mom).
+struct SignumStep {
+  float mu, lr, wd, rs, c, decay;
+  explicit SignumStep(const SignumParam& p)
+      : mu(static_cast<float>(p.momentum)),
+        lr(static_cast<float>(p.lr)),
+        wd(static_cast<float>(p.wd)),
+        rs(static_cast<float>(p.rescale_grad)),
+        c(clip_bound(p.clip_gradient)),
+        decay(1.f - lr * static_cast<float>(p.wd_lh)) {}
+  LOOM_HD float operator()(float w, float g, float& mom) const {
+    const float m = mu * mom - (1.f - mu) * wd * w - (1.f - mu) * clip(rs * g, c);
+    mom = m;
+    return decay * w + lr * sgn(m);
+  }
+};
+
+}  // namespace loom::update

@@ -1,0 +1,164 @@
+// GPU kernels of rmsprop_update, rmspropalex_update (registered by rmsprop.cc), adamw_update,
+// _adamw_update (adam.cc), signsgd_update and signum_update (sign_ftml_ftrl.cc): grid-stride
+// passes over the steps of more_steps.h, which the CPU kernels run. Tensor scalars (lr / eta
+// with lr_input, _adamw_update's rescale_grad) are read on the device, and so is the node's
+// predicate when it is predicated (runtime/cuda/predicate.cuh: every launch returns early
+// while it is 0), so these nodes need no host round trip and can be captured in CUDA Graphs.
+#include "ops/update/more_steps.h"
+#include "runtime/cuda/elementwise.cuh"
+#include "runtime/cuda/predicate.cuh"
+
+namespace loom {
+namespace {
+
+#define LOOM_GRID_LOOP(i, n)                                                   \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+// req: 0 write, 1 add, 2 null (the states are updated all the same, as MXNet does).
+__device__ __forceinline__ void store_req(float* out, int req, float v) {
+  if (req != 2) math::assign_req(out, req == 1, v);
+}
+int req_code(Req r) { return r == Req::kNull ? 2 : r == Req::kAdd ? 1 : 0; }
+
+__global__ void rmsprop_kernel(const float* pred, update::RMSPropStep step, float lr,
+                               const float* lr_in, const float* w, const float* g, float* n,
+                               float* out, int64_t count, int req) {
+  if (cuda::skip(pred)) return;
+  const float rate = lr_in ? *lr_in : lr;
+  LOOM_GRID_LOOP(i, count) store_req(out + i, req, step(rate, w[i], g[i], n[i]));
+}
+
+__global__ void rmspropalex_kernel(const float* pred, update::RMSPropAlexStep step, float lr,
+                                   const float* lr_in, const float* w, const float* g, float* n,
+                                   float* ga, float* delta, float* out, int64_t count, int req) {
+  if (cuda::skip(pred)) return;
+  const float rate = lr_in ? *lr_in : lr;
+  LOOM_GRID_LOOP(i, count) store_req(out + i, req, step(rate, w[i], g[i], n[i], ga[i], delta[i]));
+}
+
+// rs_in: _adamw_update's rescale_grad tensor (else the attribute rs); a skipped update keeps
+// the weight (states untouched).
+__global__ void adamw_kernel(const float* pred, update::AdamWStep step, float eta,
+                             const float* eta_in, float rs, const float* rs_in, const float* w,
+                             const float* g, float* mean, float* var, float* out, int64_t count,
+                             int req) {
+  if (cuda::skip(pred)) return;
+  const float e = eta_in ? *eta_in : eta, s = rs_in ? *rs_in : rs;
+  if (update::adamw_skips(s)) {
+    if (req == 2 || (req == 0 && out == w)) return;
+    LOOM_GRID_LOOP(i, count) store_req(out + i, req, w[i]);
+    return;
+  }
+  LOOM_GRID_LOOP(i, count) store_req(out + i, req, step(e, s, w[i], g[i], mean[i], var[i]));
+}
+
+__global__ void signsgd_kernel(const float* pred, update::SignSGDStep step, const float* w,
+                               const float* g, float* out, int64_t count, int req) {
+  if (cuda::skip(pred)) return;
+  LOOM_GRID_LOOP(i, count) store_req(out + i, req, step(w[i], g[i]));
+}
+
+__global__ void signum_kernel(const float* pred, update::SignumStep step, const float* w,
+                              const float* g, float* mom, float* out, int64_t count, int req) {
+  if (cuda::skip(pred)) return;
+  LOOM_GRID_LOOP(i, count) store_req(out + i, req, step(w[i], g[i], mom[i]));
+}
+
+// The common part: float32 check, parameters, element count, the device predicate.
+template <class P>
+class UpdateGpuKernel : public Kernel {
+ public:
+  explicit UpdateGpuKernel(const KernelArgs& a)
+      : p_(a.attrs.param<P>()), n_(a.in_shapes[0].numel()) {
+    cuda::require_float32(a);
+  }
+  bool device_predicate() const override { return true; }
+
+ protected:
+  P p_;
+  int64_t n_;
+};
+
+template <bool kAlex>
+class RMSPropGpuKernel final : public UpdateGpuKernel<update::RMSPropParam> {
+ public:
+  using UpdateGpuKernel::UpdateGpuKernel;
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0) return;
+    cudaStream_t s = cuda::stream_of(ctx);
+    const float lr = static_cast<float>(p_.lr);
+    const float* lr_in = p_.lr_input ? in[kAlex ? 5 : 3].data<float>() : nullptr;
+    if constexpr (kAlex) {
+      rmspropalex_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(
+          cuda::pred_of(ctx), update::RMSPropAlexStep(p_), lr, lr_in, in[0].data<float>(),
+          in[1].data<float>(), in[2].data<float>(), in[3].data<float>(), in[4].data<float>(),
+          out[0].data<float>(), n_, req_code(req[0]));
+    } else {
+      rmsprop_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(
+          cuda::pred_of(ctx), update::RMSPropStep(p_), lr, lr_in, in[0].data<float>(),
+          in[1].data<float>(), in[2].data<float>(), out[0].data<float>(), n_, req_code(req[0]));
+    }
+    cuda::check_launch("rmsprop kernel");
+  }
+};
+
+// kTensorScale: rescale_grad is input 4 (_adamw_update), else the attribute (adamw_update).
+template <bool kTensorScale>
+class AdamWGpuKernel final : public UpdateGpuKernel<update::AdamWParam> {
+ public:
+  using UpdateGpuKernel::UpdateGpuKernel;
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0) return;
+    adamw_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        cuda::pred_of(ctx), update::AdamWStep(p_), static_cast<float>(p_.eta),
+        p_.lr_input ? in[kTensorScale ? 5 : 4].data<float>() : nullptr,
+        static_cast<float>(p_.rescale_grad), kTensorScale ? in[4].data<float>() : nullptr,
+        in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), in[3].data<float>(),
+        out[0].data<float>(), n_, req_code(req[0]));
+    cuda::check_launch("adamw_kernel");
+  }
+};
+
+class SignSGDGpuKernel final : public UpdateGpuKernel<update::SignSGDParam> {
+ public:
+  using UpdateGpuKernel::UpdateGpuKernel;
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0) return;
+    signsgd_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        cuda::pred_of(ctx), update::SignSGDStep(p_), in[0].data<float>(), in[1].data<float>(),
+        out[0].data<float>(), n_, req_code(req[0]));
+    cuda::check_launch("signsgd_kernel");
+  }
+};
+
+class SignumGpuKernel final : public UpdateGpuKernel<update::SignumParam> {
+ public:
+  using UpdateGpuKernel::UpdateGpuKernel;
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0) return;
+    signum_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        cuda::pred_of(ctx), update::SignumStep(p_), in[0].data<float>(), in[1].data<float>(),
+        in[2].data<float>(), out[0].data<float>(), n_, req_code(req[0]));
+    cuda::check_launch("signum_kernel");
+  }
+};
+
+template <class K>
+KernelFactory make() {
+  return [](const KernelArgs& a) -> std::unique_ptr<Kernel> { return std::make_unique<K>(a); };
+}
+
+LOOM_REGISTER_OP("rmsprop_update").kernel(DeviceType::kGPU, make<RMSPropGpuKernel<false>>());
+LOOM_REGISTER_OP("rmspropalex_update").kernel(DeviceType::kGPU, make<RMSPropGpuKernel<true>>());
+LOOM_REGISTER_OP("adamw_update").kernel(DeviceType::kGPU, make<AdamWGpuKernel<false>>());
+LOOM_REGISTER_OP("_adamw_update").kernel(DeviceType::kGPU, make<AdamWGpuKernel<true>>());
+LOOM_REGISTER_OP("signsgd_update").kernel(DeviceType::kGPU, make<SignSGDGpuKernel>());
+LOOM_REGISTER_OP("signum_update").kernel(DeviceType::kGPU, make<SignumGpuKernel>());
+
+}  // namespace
+}  // namespace loom
