@@ -8,6 +8,7 @@
 // write plan into scratch and an add). Bias and its gradient are small kernels.
 #include <algorithm>
 #include <memory>
+#include <string>
 
 #include "ops/nn/block_reduce.cuh"
 #include "ops/nn/conv_params.h"
@@ -69,6 +70,7 @@ constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
 // One cuDNN operation planned for req=write and, where cuDNN can, for req=add (beta = 1).
 struct PassPlans {
   Plan write, add;
+  std::string error;  // why `write` is empty (a backward pass cuDNN has no engine for)
   int64_t out_elems = 0;  // the elements of the output (scratch for add without `add`)
   size_t workspace() const {
     const size_t plans = std::max(write.workspace(), add.workspace());
@@ -138,7 +140,16 @@ class CudnnConvKernel final : public Kernel {
     for (Pass p : {Pass::kForward, Pass::kBackwardData, Pass::kBackwardFilter}) {
       PassPlans& pp = plans_[static_cast<int>(p)];
       pp.out_elems = numel(p == Pass::kForward ? g_.y : p == Pass::kBackwardData ? g_.x : g_.w);
-      pp.write = make_plan(dev_, g_, p, 0.f, what);
+      // The forward pass must plan at bind; a backward pass that cuDNN cannot plan fails
+      // only when a backward call needs it (inference binds never do).
+      const Pass fwd = deconv ? Pass::kBackwardData : Pass::kForward;
+      try {
+        pp.write = make_plan(dev_, g_, p, 0.f, what);
+      } catch (const Error& e) {
+        if (p == fwd) throw;
+        pp.error = e.what();
+        continue;
+      }
       try {
         pp.add = make_plan(dev_, g_, p, 1.f, what + " with beta = 1");
       } catch (const Error&) {
@@ -206,6 +217,7 @@ class CudnnConvKernel final : public Kernel {
   // One pass with the convolution's tensors x, w, y (the pass writes one of them).
   void run(Pass pass, Req req, const OpContext& ctx, float* x, const float* w, float* y) {
     const PassPlans& pp = plans_[static_cast<int>(pass)];
+    if (pp.write.empty()) throw Error(pp.error);
     float* out = pass == Pass::kForward       ? y
                  : pass == Pass::kBackwardData ? x
                                                : const_cast<float*>(w);

@@ -129,7 +129,11 @@ size_t workspace_limit() {
 // ------------------------------------------------------------------------------ Desc
 
 Desc::Desc(cudnnBackendDescriptorType_t t, const std::string& what) : what_(what) {
-  check(api().create_desc(t, &d_), what + ": cudnnBackendCreateDescriptor");
+  const cudnnStatus_t st = api().create_desc(t, &d_);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    d_ = nullptr;
+    check(st, what + ": cudnnBackendCreateDescriptor");
+  }
 }
 
 Desc::~Desc() {
