@@ -60,6 +60,8 @@ def test_gpu_arrays_without_device(no_gpu):
         "as_in_context": lambda: a.as_in_context(mx.gpu(0)),
         "copyto": lambda: a.copyto(mx.gpu(0)),
         "with gpu": lambda: exec("with mx.gpu(0):\n    mx.nd.ones((2,))", {"mx": mx}),
+        "nd.full": lambda: mx.nd.full((2,), 3.0, ctx=mx.gpu(0)),
+        "nd.arange": lambda: mx.nd.arange(0, 4, ctx=mx.gpu(0)),
     }
     for what, use in uses.items():
         with pytest.raises(mx.base.LoomError) as e:

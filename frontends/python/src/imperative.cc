@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "ops/op.h"
+#include "runtime/device.h"
 
 namespace loom::pyb {
 namespace {
@@ -67,6 +68,7 @@ void init_imperative(py::module_& m) {
         if (has_num_args && !attrs.count("num_args")) attrs["num_args"] = std::to_string(in.size());
         Device dev =
             !in.empty() ? in[0].device() : (ctx.is_none() ? Device::cpu() : py::cast<Device>(ctx));
+        check_device(dev);  // a GPU context without a device: one clear error
         std::vector<NDArray> outs;
         std::shared_ptr<CachedOp> inst;
         {

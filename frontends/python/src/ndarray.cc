@@ -1,6 +1,7 @@
 // NDArray: shape/dtype/context, NumPy interop (zero-copy views of CPU arrays), DLPack
 // capsules, copies, views along axis 0. Arithmetic and indexing sugar live in loom/ndarray.py.
 #include "common.h"
+#include "runtime/device.h"
 
 namespace loom::pyb {
 namespace {
@@ -242,7 +243,10 @@ void init_ndarray(py::module_& m) {
       .def(
           "_copy",
           [](const NDArray& a, py::object ctx) {
-            return ctx.is_none() ? a.copy() : a.copy(py::cast<Device>(ctx));
+            if (ctx.is_none()) return a.copy();
+            const Device d = py::cast<Device>(ctx);
+            check_device(d);  // "no CUDA device: gpu(0) is not available (...)"
+            return a.copy(d);
           },
           py::arg("ctx") = py::none())
       .def("_copy_from",
@@ -290,14 +294,17 @@ void init_ndarray(py::module_& m) {
 
   m.def("_empty", [](py::handle shape, py::handle dtype, py::object ctx) {
     Device d = ctx.is_none() ? Device::cpu() : py::cast<Device>(ctx);
+    check_device(d);
     return NDArray(shape_from_py(shape), dtype_from_py(dtype), d);
   });
   m.def("_full", [](py::handle shape, double v, py::handle dtype, py::object ctx) {
     Device d = ctx.is_none() ? Device::cpu() : py::cast<Device>(ctx);
+    check_device(d);
     return NDArray::full(shape_from_py(shape), v, dtype_from_py(dtype), d);
   });
   m.def("_array", [](py::handle src, py::handle dtype, py::object ctx) {
     Device d = ctx.is_none() ? Device::cpu() : py::cast<Device>(ctx);
+    check_device(d);
     return ndarray_from_py(src, d, dtype_from_py(dtype));
   });
   m.def("_none_array", [] { return NDArray(); });
