@@ -64,7 +64,7 @@ int64_t numel(const std::vector<int64_t>& d) {
   return n;
 }
 
-enum class Pass { kForward, kBackwardData, kBackwardFilter };
+using Pass = cuda::dnn::ConvPass;
 constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
 
 // One cuDNN operation planned for req=write and, where cuDNN can, for req=add (beta = 1).
@@ -86,40 +86,7 @@ Plan make_plan(int dev, const ConvGeom& g, Pass pass, float beta, const std::str
   parts.push_back(cuda::dnn::tensor(kUidW, g.w, what));
   parts.push_back(cuda::dnn::tensor(kUidY, g.y, what));
   parts.push_back(cuda::dnn::convolution(g.pre, g.post, g.stride, g.dilate, what));
-  const Desc &x = parts[0], &w = parts[1], &y = parts[2], &conv = parts[3];
-  Desc op;
-  switch (pass) {
-    case Pass::kForward:
-      op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, what + " (forward)");
-      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv)
-          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, 1.f)
-          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, beta);
-      break;
-    case Pass::kBackwardData:
-      op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-                what + " (backward data)");
-      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv)
-          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, 1.f)
-          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, beta);
-      break;
-    case Pass::kBackwardFilter:
-      op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
-                what + " (backward filter)");
-      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv)
-          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, 1.f)
-          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, beta);
-      break;
-  }
-  op.finalize();
+  Desc op = cuda::dnn::conv_operation(pass, parts[0], parts[1], parts[2], parts[3], beta, what);
   return Plan(dev, std::move(op), std::move(parts), what);
 }
 

@@ -192,6 +192,44 @@ Desc convolution(const std::vector<int64_t>& pre_pad, const std::vector<int64_t>
   return c;
 }
 
+Desc conv_operation(ConvPass pass, const Desc& x, const Desc& w, const Desc& y, const Desc& conv,
+                    float beta, const std::string& what) {
+  Desc op;
+  switch (pass) {
+    case ConvPass::kForward:
+      op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, what + " (forward)");
+      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv)
+          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, 1.f)
+          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, beta);
+      break;
+    case ConvPass::kBackwardData:
+      op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                what + " (backward data)");
+      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv)
+          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, 1.f)
+          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, beta);
+      break;
+    case ConvPass::kBackwardFilter:
+      op = Desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                what + " (backward filter)");
+      op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv)
+          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, 1.f)
+          .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, beta);
+      break;
+  }
+  op.finalize();
+  return op;
+}
+
 // ------------------------------------------------------------------------------ Plan
 
 namespace {

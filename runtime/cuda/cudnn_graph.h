@@ -80,6 +80,16 @@ Desc convolution(const std::vector<int64_t>& pre_pad, const std::vector<int64_t>
                  const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation,
                  const std::string& what);
 
+/// The three convolution passes: forward (writes y), backward data (writes x from y's
+/// gradient), backward filter (writes w).
+enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
+
+/// A finalised convolution operation of `pass` over the forward convolution's data x,
+/// filter w and output y (tensor descriptors) with descriptor `conv`: the written tensor
+/// becomes 1·result + beta·(its old value).
+Desc conv_operation(ConvPass pass, const Desc& x, const Desc& w, const Desc& y, const Desc& conv,
+                    float beta, const std::string& what);
+
 /// An execution plan for a one-operation graph, built once and executed many times.
 class Plan {
  public:
