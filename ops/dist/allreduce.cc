@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "ops/dist/adjacent_runs.h"
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/op.h"
@@ -87,30 +88,9 @@ class AllreduceKernel final : public Kernel {
     return static_cast<size_t>((bucket == 0 ? p_.first_bucket_mb : p_.bucket_mb) * 1048576.0);
   }
 
-  // One allreduce per run of tensors adjacent in one storage (gaps below 64 bytes: the
-  // alignment of flat buffers).
   void reduce_bucket(std::span<const NDArray> arrays, const std::vector<size_t>& b) {
-    std::vector<const NDArray*> t;
-    for (size_t i : b)
-      if (arrays[i].size() > 0) t.push_back(&arrays[i]);
-    std::sort(t.begin(), t.end(), [](const NDArray* x, const NDArray* y) {
-      return x->storage() != y->storage() ? x->storage() < y->storage() : x->offset() < y->offset();
-    });
-    for (size_t s = 0; s < t.size();) {
-      const DType dt = t[s]->dtype();
-      const size_t esz = dtype_size(dt), begin = t[s]->offset();
-      size_t end = begin + t[s]->nbytes(), e = s + 1;
-      for (; e < t.size(); ++e) {
-        const NDArray& x = *t[e];
-        if (x.storage() != t[s]->storage() || x.dtype() != dt || x.offset() < end ||
-            x.offset() - end >= 64 || (x.offset() - begin) % esz)
-          break;
-        end = x.offset() + x.nbytes();
-      }
-      void* p = t[s]->raw();
-      comm_.allreduce(p, p, (end - begin) / esz, dt, dist::ReduceOp::kSum, p_.scale);
-      s = e;
-    }
+    for (const dist_ops::Run& r : dist_ops::adjacent_runs(arrays, b))
+      comm_.allreduce(r.data, r.data, r.count, r.dtype, dist::ReduceOp::kSum, p_.scale);
   }
 
   AllreduceParam p_;

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <thread>
 
+#include "ops/dist/adjacent_runs.h"
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/op.h"
@@ -222,32 +223,13 @@ class Plan {
     requests_.clear();
   }
 
-  // One non-blocking allreduce per run of the bucket's tensors adjacent in one storage (gaps
-  // below 64 bytes: the alignment of flat buffers, zero and staying zero).
+  // One non-blocking allreduce per run of the bucket's tensors adjacent in one storage.
   void start(size_t b) {
-    std::vector<const NDArray*> t;
-    for (size_t i : buckets_[b])
-      if (arrived_[i].size() > 0) t.push_back(&arrived_[i]);
-    std::sort(t.begin(), t.end(), [](const NDArray* x, const NDArray* y) {
-      return x->storage() != y->storage() ? x->storage() < y->storage() : x->offset() < y->offset();
-    });
-    for (size_t s = 0; s < t.size();) {
-      const DType dt = t[s]->dtype();
-      const size_t esz = dtype_size(dt), begin = t[s]->offset();
-      size_t end = begin + t[s]->nbytes(), e = s + 1;
-      for (; e < t.size(); ++e) {
-        const NDArray& x = *t[e];
-        if (x.storage() != t[s]->storage() || x.dtype() != dt || x.offset() < end ||
-            x.offset() - end >= 64 || (x.offset() - begin) % esz)
-          break;
-        end = x.offset() + x.nbytes();
-      }
-      void* p = t[s]->raw();
+    for (const dist_ops::Run& r : dist_ops::adjacent_runs(arrived_, buckets_[b])) {
       if (thread_)
-        thread_->push({p, (end - begin) / esz, dt});
+        thread_->push({r.data, r.count, r.dtype});
       else
-        requests_.push_back(comm_.iallreduce(p, p, (end - begin) / esz, dt));
-      s = e;
+        requests_.push_back(comm_.iallreduce(r.data, r.data, r.count, r.dtype));
     }
   }
 

@@ -162,14 +162,25 @@ std::vector<std::string> numbered(int n, const char* base, std::vector<std::stri
   return v;
 }
 
-class ReduceScatterKernel final : public Kernel {
+// The collective shard kernels' common state: parameters, communicator, this rank's layout.
+class ShardKernel : public Kernel {
  public:
-  explicit ReduceScatterKernel(const KernelArgs& a) : p_(a.attrs.param<ShardParam>()) {
+  explicit ShardKernel(const KernelArgs& a) : p_(a.attrs.param<ShardParam>()) {
     update::check_f32(a);
     comm_ = &shard_comm(a, p_.world_size);
     l_ = make_layout(sizes_of(a.in_shapes, static_cast<size_t>(p_.num_tensors)), p_.world_size,
                      comm_->rank());
   }
+
+ protected:
+  ShardParam p_;
+  dist::Communicator* comm_;
+  ShardLayout l_;
+};
+
+class ReduceScatterKernel final : public ShardKernel {
+ public:
+  using ShardKernel::ShardKernel;
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req>,
                std::span<const NDArray> out) override {
     float* flat = out[0].data<float>();
@@ -182,21 +193,11 @@ class ReduceScatterKernel final : public Kernel {
     float* mine = flat + l_.rank * l_.count;
     comm_->reduce_scatter(flat, mine, static_cast<size_t>(l_.count), DType::kFloat32);
   }
-
- private:
-  ShardParam p_;
-  dist::Communicator* comm_;
-  ShardLayout l_;
 };
 
-class AllGatherKernel final : public Kernel {
+class AllGatherKernel final : public ShardKernel {
  public:
-  explicit AllGatherKernel(const KernelArgs& a) : p_(a.attrs.param<ShardParam>()) {
-    update::check_f32(a);
-    comm_ = &shard_comm(a, p_.world_size);
-    l_ = make_layout(sizes_of(a.in_shapes, static_cast<size_t>(p_.num_tensors)), p_.world_size,
-                     comm_->rank());
-  }
+  using ShardKernel::ShardKernel;
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req>,
                std::span<const NDArray> out) override {
     const auto n = static_cast<size_t>(p_.num_tensors);
@@ -209,21 +210,11 @@ class AllGatherKernel final : public Kernel {
     });
     if (!out[n].same_memory(flat)) out[n].copy_from(flat);
   }
-
- private:
-  ShardParam p_;
-  dist::Communicator* comm_;
-  ShardLayout l_;
 };
 
-class NormsKernel final : public Kernel {
+class NormsKernel final : public ShardKernel {
  public:
-  explicit NormsKernel(const KernelArgs& a) : p_(a.attrs.param<ShardParam>()) {
-    update::check_f32(a);
-    comm_ = &shard_comm(a, p_.world_size);
-    l_ = make_layout(sizes_of(a.in_shapes, static_cast<size_t>(p_.num_tensors)), p_.world_size,
-                     comm_->rank());
-  }
+  using ShardKernel::ShardKernel;
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req>,
                std::span<const NDArray> out) override {
     const auto n = static_cast<size_t>(p_.num_tensors);
@@ -270,11 +261,6 @@ class NormsKernel final : public Kernel {
       r2[i] = static_cast<float>(std::sqrt(sum[n + i]));
     }
   }
-
- private:
-  ShardParam p_;
-  dist::Communicator* comm_;
-  ShardLayout l_;
 };
 
 const ShardParam& sp(const OpAttrs& a) { return a.param<ShardParam>(); }
