@@ -67,8 +67,8 @@ __global__ void bn_forward(BNDims d, double eps, bool train, bool fix_gamma, BNR
 
 __global__ void bn_backward(BNDims d, double eps, float momentum, bool train, bool fix_gamma,
                             BNReq req, const float* g, const float* x, const float* gamma,
-                            float* mm, float* mv, const float* mean, const float* invstd,
-                            float* dx, float* dgamma, float* dbeta) {
+                            float* mm, float* mv, const float* mean, const float* invstd, float* dx,
+                            float* dgamma, float* dbeta) {
   const int64_t c = blockIdx.x, m = d.outer * d.inner;
   double mu, is;
   if (train) {  // the batch statistics saved by forward
@@ -143,8 +143,8 @@ class BatchNormGpuKernel final : public Kernel {
     // BNReq's fields here: data, gamma and beta gradients.
     bn_backward<<<static_cast<unsigned>(d_.channels), cuda::kChannelBlock, 0, s>>>(
         d_, p_.eps, p_.momentum, train, p_.fix_gamma,
-        BNReq{code(req[0]), code(req[1]), code(req[2])}, og[0].data<float>(),
-        in[0].data<float>(), in[1].data<float>(), in[3].data<float>(), in[4].data<float>(),
+        BNReq{code(req[0]), code(req[1]), code(req[2])}, og[0].data<float>(), in[0].data<float>(),
+        in[1].data<float>(), in[3].data<float>(), in[4].data<float>(),
         train ? out[1].data<float>() : nullptr, train ? out[2].data<float>() : nullptr, ptr(0),
         ptr(1), ptr(2));
     cuda::check_launch("bn_backward");

@@ -70,7 +70,7 @@ constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
 // One cuDNN operation planned for req=write and, where cuDNN can, for req=add (beta = 1).
 struct PassPlans {
   Plan write, add;
-  std::string error;  // why `write` is empty (a backward pass cuDNN has no engine for)
+  std::string error;      // why `write` is empty (a backward pass cuDNN has no engine for)
   int64_t out_elems = 0;  // the elements of the output (scratch for add without `add`)
   size_t workspace() const {
     const size_t plans = std::max(write.workspace(), add.workspace());
@@ -165,10 +165,8 @@ class CudnnConvKernel final : public Kernel {
           cuda::check(cudaMemsetAsync(ig[i].data<float>(), 0, ig[i].size() * sizeof(float), s),
                       "memset");
     } else if (!deconv_) {
-      if (req[0] != Req::kNull)
-        run(Pass::kBackwardData, req[0], ctx, ig[0].data<float>(), w, dy);
-      if (req[1] != Req::kNull)
-        run(Pass::kBackwardFilter, req[1], ctx, x, ig[1].data<float>(), dy);
+      if (req[0] != Req::kNull) run(Pass::kBackwardData, req[0], ctx, ig[0].data<float>(), w, dy);
+      if (req[1] != Req::kNull) run(Pass::kBackwardFilter, req[1], ctx, x, ig[1].data<float>(), dy);
     } else {
       if (req[0] != Req::kNull) run(Pass::kForward, req[0], ctx, dy, w, ig[0].data<float>());
       if (req[1] != Req::kNull) run(Pass::kBackwardFilter, req[1], ctx, dy, ig[1].data<float>(), x);
@@ -185,7 +183,7 @@ class CudnnConvKernel final : public Kernel {
   void run(Pass pass, Req req, const OpContext& ctx, float* x, const float* w, float* y) {
     const PassPlans& pp = plans_[static_cast<int>(pass)];
     if (pp.write.empty()) throw Error(pp.error);
-    float* out = pass == Pass::kForward       ? y
+    float* out = pass == Pass::kForward        ? y
                  : pass == Pass::kBackwardData ? x
                                                : const_cast<float*>(w);
     const bool add = req == Req::kAdd;

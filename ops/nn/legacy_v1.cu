@@ -109,9 +109,9 @@ class BNv1GpuKernel final : public Kernel {
     cudaStream_t s = cuda::stream_of(ctx);
     bnv1_forward<<<static_cast<unsigned>(d_.channels), cuda::kChannelBlock, 0, s>>>(
         d_, p_, ctx.is_train && !p_.use_global_stats,
-        V1Req{code(req[0]), code(req[1]), code(req[2])}, in[0].data<float>(),
-        in[1].data<float>(), in[2].data<float>(), in[3].data<float>(), in[4].data<float>(),
-        out[0].data<float>(), out[1].data<float>(), out[2].data<float>());
+        V1Req{code(req[0]), code(req[1]), code(req[2])}, in[0].data<float>(), in[1].data<float>(),
+        in[2].data<float>(), in[3].data<float>(), in[4].data<float>(), out[0].data<float>(),
+        out[1].data<float>(), out[2].data<float>());
     cuda::check_launch("bnv1_forward");
   }
 
@@ -137,8 +137,8 @@ class BNv1GpuKernel final : public Kernel {
 
 // ------------------------------------------------------------------------------ Pooling_v1
 
-__global__ void poolv1_forward(nn::PoolV1Window g, int64_t oh, int64_t ow, const float* x,
-                               float* y, int64_t n, int add) {
+__global__ void poolv1_forward(nn::PoolV1Window g, int64_t oh, int64_t ow, const float* x, float* y,
+                               int64_t n, int add) {
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < n;
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t j = idx % ow, i = (idx / ow) % oh, plane = idx / (ow * oh);

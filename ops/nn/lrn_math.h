@@ -18,7 +18,7 @@ struct LRNParam {
 };
 
 struct LRNMath {
-  int64_t channels, inner, half;  // half = nsize / 2
+  int64_t channels, inner, half;     // half = nsize / 2
   float knorm, alpha_n, beta, coef;  // alpha_n = alpha / nsize, coef = 2·alpha·beta / nsize
 
   static LRNMath make(int64_t channels, int64_t inner, int nsize, float alpha, float beta,

@@ -95,8 +95,7 @@ class PoolGpuKernel final : public Kernel {
     if (req[0] == Req::kNull || n == 0) return;
     cudaStream_t s = cuda::stream_of(ctx);
     pool_forward<<<cuda::grid_size(n), cuda::kBlockSize, 0, s>>>(
-        g_, kind_, include_pad_, in[0].data<float>(), out[0].data<float>(), n,
-        req[0] == Req::kAdd);
+        g_, kind_, include_pad_, in[0].data<float>(), out[0].data<float>(), n, req[0] == Req::kAdd);
     cuda::check_launch("pool_forward");
   }
 
@@ -112,8 +111,8 @@ class PoolGpuKernel final : public Kernel {
     const int64_t n = og[0].size();
     if (n == 0) return;
     const float* x = kind_ == PoolKind::kMax ? in[0].data<float>() : nullptr;
-    pool_backward<<<cuda::grid_size(n), cuda::kBlockSize, 0, s>>>(
-        g_, kind_, include_pad_, og[0].data<float>(), x, dx, n);
+    pool_backward<<<cuda::grid_size(n), cuda::kBlockSize, 0, s>>>(g_, kind_, include_pad_,
+                                                                  og[0].data<float>(), x, dx, n);
     cuda::check_launch("pool_backward");
   }
 
@@ -175,8 +174,8 @@ class LRNGpuKernel final : public Kernel {
     if (req[0] == Req::kNull || n == 0) return;
     cudaStream_t s = cuda::stream_of(ctx);
     lrn_backward<<<cuda::grid_size(n), cuda::kBlockSize, 0, s>>>(
-        m_, og[0].data<float>(), in[0].data<float>(), out[1].data<float>(), ig[0].data<float>(),
-        n, req[0] == Req::kAdd);
+        m_, og[0].data<float>(), in[0].data<float>(), out[1].data<float>(), ig[0].data<float>(), n,
+        req[0] == Req::kAdd);
     cuda::check_launch("lrn_backward");
   }
 

@@ -1,12 +1,12 @@
 // cuDNN 9 backend API: libcudnn is opened on first use (a process that never binds a cuDNN
 // kernel never loads it), handles per device, descriptors and heuristics-chosen plans.
-#include "runtime/cuda/cudnn_graph.h"
-
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+
+#include "runtime/cuda/cudnn_graph.h"
 
 namespace loom::cuda::dnn {
 namespace {
@@ -48,8 +48,7 @@ const Api& api() {
     r.create = reinterpret_cast<decltype(r.create)>(sym("cudnnCreate"));
     r.set_stream = reinterpret_cast<decltype(r.set_stream)>(sym("cudnnSetStream"));
     r.destroy = reinterpret_cast<decltype(r.destroy)>(sym("cudnnDestroy"));
-    r.create_desc =
-        reinterpret_cast<decltype(r.create_desc)>(sym("cudnnBackendCreateDescriptor"));
+    r.create_desc = reinterpret_cast<decltype(r.create_desc)>(sym("cudnnBackendCreateDescriptor"));
     r.destroy_desc =
         reinterpret_cast<decltype(r.destroy_desc)>(sym("cudnnBackendDestroyDescriptor"));
     r.set_attr = reinterpret_cast<decltype(r.set_attr)>(sym("cudnnBackendSetAttribute"));
@@ -58,7 +57,8 @@ const Api& api() {
     r.execute = reinterpret_cast<decltype(r.execute)>(sym("cudnnBackendExecute"));
     const size_t v = r.version();
     if (v < 90000)
-      throw Error("cuDNN " + std::to_string(v) + " was loaded from " LOOM_CUDNN_SONAME
+      throw Error("cuDNN " + std::to_string(v) +
+                  " was loaded from " LOOM_CUDNN_SONAME
                   "; Loom's GPU kernels need cuDNN 9 or later (the backend graph API)");
     return r;
   }();
@@ -149,8 +149,8 @@ Desc& Desc::operator=(Desc&& o) noexcept {
   return *this;
 }
 
-Desc& Desc::set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
-                int64_t count, const void* values) {
+Desc& Desc::set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
+                const void* values) {
   check(api().set_attr(d_, name, type, count, values),
         what_ + ": cudnnBackendSetAttribute(" + std::to_string(static_cast<int>(name)) + ")");
   return *this;
@@ -243,8 +243,8 @@ std::vector<Desc> engine_configs(const Desc& graph, cudnnBackendHeurMode_t mode,
       .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode)
       .finalize();
   int64_t n = 0;
-  check(a.get_attr(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                   &n, nullptr),
+  check(a.get_attr(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
+                   nullptr),
         what + ": counting the heuristics' results");
   std::vector<Desc> cfgs;
   for (int64_t i = 0; i < n; ++i)
@@ -322,8 +322,8 @@ Plan::Plan(int id, Desc op, std::vector<Desc> parts, const std::string& what)
 void Plan::execute(int id, const std::vector<int64_t>& uids, const std::vector<void*>& ptrs,
                    void* workspace) const {
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, what_ + " (variant pack)");
-  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
-           static_cast<int64_t>(uids.size()), uids.data())
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()),
+           uids.data())
       .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
            static_cast<int64_t>(ptrs.size()), ptrs.data())
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace)

@@ -177,10 +177,10 @@ TEST(NnSharedMath, BatchNormChannelMath) {
     xp[j] += 1e-6;
     xm[j] -= 1e-6;
     const double num = (loss(xp) - loss(xm)) / 2e-6;
-    const float got = nn::bn_dx_train(static_cast<float>(g[j]), static_cast<float>(x[j]),
-                                      static_cast<float>(mu), static_cast<float>(is),
-                                      static_cast<float>(sg / m), static_cast<float>(sgx / m),
-                                      static_cast<float>(gamma * is));
+    const float got =
+        nn::bn_dx_train(static_cast<float>(g[j]), static_cast<float>(x[j]), static_cast<float>(mu),
+                        static_cast<float>(is), static_cast<float>(sg / m),
+                        static_cast<float>(sgx / m), static_cast<float>(gamma * is));
     EXPECT_NEAR(got, num, 1e-4 * (1 + std::fabs(num)));
   }
 }
@@ -221,8 +221,9 @@ TEST(NnSharedMath, PoolV1WindowAgainstPaddedPlane) {
     for (int64_t k = 1; k <= 3; ++k)
       for (int64_t s = 1; s <= 2; ++s)
         for (int64_t p = 0; p < k; ++p) {
-          nn::PoolV1Window g{k, k + 1, s, s, p, p, h, w, type,
-                             type == 2 ? 1.f / static_cast<float>(k * (k + 1)) : 1.f};
+          nn::PoolV1Window g{
+              k, k + 1, s, s,    p,
+              p, h,     w, type, type == 2 ? 1.f / static_cast<float>(k * (k + 1)) : 1.f};
           const int64_t ph = h + 2 * p, pw = w + 2 * p;
           std::vector<float> padded(static_cast<size_t>(ph * pw), 0.f);
           for (int64_t r = 0; r < h; ++r)
