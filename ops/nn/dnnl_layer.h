@@ -49,6 +49,8 @@ class DnnlWeightedLayer {
         w_ddst_(arrays.diff_dst, bwd_weights.diff_dst_desc(0)),
         w_dw_(arrays.weights, bwd_weights.diff_weights_desc(0)),
         w_db_(arrays.bias, arrays.bias),
+        arr_src_(arrays.src),
+        arr_dst_(arrays.dst),
         has_bias_(arrays.bias.get_size() > 0),
         impl_("fwd=" + std::string(fwd.impl_info_str()) + " bwd_data=" + bwd_data.impl_info_str() +
               " bwd_weights=" + bwd_weights.impl_info_str()) {}
@@ -68,16 +70,21 @@ class DnnlWeightedLayer {
   const dnnl::memory::desc& fwd_src_desc() const { return f_src_.chosen(); }
   const dnnl::memory::desc& fwd_dst_desc() const { return f_dst_.chosen(); }
 
-  /// Adds the inference forward with post-ops (`pd`: same data and output layouts as the
-  /// forward, a plain (F) bias; `weights` describes Loom's weight array, output channels
-  /// outermost): an affine map folded into weights and bias, a sum (only when Loom's output
-  /// array has the primitive's layout), an eltwise or prelu post-op.
+  /// Adds the inference forward with post-ops (`pd`: a plain (F) bias; `weights` describes
+  /// Loom's weight array, output channels outermost): an affine map folded into weights and
+  /// bias, a sum, an eltwise or prelu post-op. Data and output are reordered between Loom's
+  /// arrays and the primitive's layouts where they differ; a sum then needs
+  /// `reorder_sum` (the other operand is reordered in, the result back), and is refused
+  /// otherwise.
   bool enable_post_ops(const dnnl::primitive_desc& pd, const dnnl::memory::desc& weights,
-                       const PostOps& ops) {
-    if (ops.sum && !f_dst_.same()) return false;
+                       const PostOps& ops, bool reorder_sum = false) {
     // May throw (nothing changed then). Only ever reordered into the primitive's layout.
+    dnnl_util::LayoutBridge src(arr_src_, pd.src_desc(0)), dst(arr_dst_, pd.dst_desc(0));
+    if (ops.sum && !dst.same() && !reorder_sum) return false;
     dnnl_util::LayoutBridge w(weights, pd.weights_desc(0), /*to_only=*/true);
     dnnl::primitive p(pd);
+    aff_src_ = src;
+    aff_dst_ = dst;
     aff_w_ = w;
     aff_fwd_ = p;
     aff_bias_desc_ = pd.weights_desc(1);
@@ -92,7 +99,7 @@ class DnnlWeightedLayer {
 
   size_t workspace_bytes() const {
     size_t aff =
-        has_post_ops() ? in_bytes(f_src_) + out_bytes(f_dst_) + align64(sp_aff_.get_size()) : 0;
+        has_post_ops() ? in_bytes(aff_src_) + out_bytes(aff_dst_) + align64(sp_aff_.get_size()) : 0;
     size_t fwd = std::max(
         aff, in_bytes(f_src_) + in_bytes(f_w_) + out_bytes(f_dst_) + align64(sp_fwd_.get_size()));
     size_t bwd = in_bytes(d_ddst_) + in_bytes(d_w_) + out_bytes(d_dsrc_) + in_bytes(w_src_) +
@@ -200,12 +207,15 @@ class DnnlWeightedLayer {
       a_bias_[f] = scale.empty() ? (b ? b[f] : 0.f) : (b ? b[f] : 0.f) * scale[f] + shift[f];
     ScratchCursor ws(workspace);
     std::unordered_map<int, dnnl::memory> args;
-    args[DNNL_ARG_SRC] = f_src_.to_chosen(src, ws.take(in_bytes(f_src_)));
+    args[DNNL_ARG_SRC] = aff_src_.to_chosen(src, ws.take(in_bytes(aff_src_)));
     args[DNNL_ARG_WEIGHTS] = dnnl::memory(aff_w_.chosen(), eng, wbuf.raw());
     args[DNNL_ARG_BIAS] = dnnl::memory(aff_bias_desc_, eng, a_bias_.data());
-    // With a sum the output is Loom's array itself (enable_post_ops checked its layout).
-    void* target = post_.sum ? dst : f_dst_.target(dst, ws.take(out_bytes(f_dst_)), false);
-    args[DNNL_ARG_DST] = dnnl::memory(f_dst_.chosen(), eng, target);
+    // With a sum the output is Loom's array, holding the other operand: used in place when
+    // it has the primitive's layout, else reordered into scratch first.
+    void* scratch = ws.take(out_bytes(aff_dst_));
+    void* target = aff_dst_.target(dst, scratch, false);
+    if (post_.sum && target != dst) aff_dst_.to_chosen(dst, scratch);
+    args[DNNL_ARG_DST] = dnnl::memory(aff_dst_.chosen(), eng, target);
     if (post_.act.kind == FusedActivation::kPrelu) {
       dnnl::memory::dims d(static_cast<size_t>(f_dst_.chosen().dims().size()), 1);
       d[1] = static_cast<int64_t>(nf);
@@ -215,7 +225,7 @@ class DnnlWeightedLayer {
     if (sp_aff_.get_size())
       args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_aff_, eng, ws.take(sp_aff_.get_size()));
     dnnl_util::execute(*aff_fwd_, args);
-    if (!post_.sum) f_dst_.finish(target, dst, false);
+    aff_dst_.finish(target, dst, false);
     return true;
   }
 
@@ -294,7 +304,7 @@ class DnnlWeightedLayer {
   PostOps post_;
   int prelu_index_ = 0;
   std::optional<dnnl::primitive> aff_fwd_;
-  dnnl_util::LayoutBridge aff_w_;
+  dnnl_util::LayoutBridge aff_w_, aff_src_, aff_dst_;
   dnnl::memory::desc aff_bias_desc_, sp_aff_;
   std::string aff_impl_;
   struct AffineCache {
@@ -311,6 +321,7 @@ class DnnlWeightedLayer {
   dnnl::memory::desc sp_fwd_, sp_bd_, sp_bw_;  // user-mode scratchpads (zero size otherwise)
   dnnl_util::LayoutBridge f_src_, f_w_, f_dst_, d_ddst_, d_w_, d_dsrc_, w_src_, w_ddst_, w_dw_,
       w_db_;
+  dnnl::memory::desc arr_src_, arr_dst_;  // Loom's data and output arrays
   bool has_bias_;
   std::string impl_;
 };

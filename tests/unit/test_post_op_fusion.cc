@@ -232,5 +232,51 @@ TEST(PostOpFusion, SmallMapsUseWinograd2x3InInference) {
     }
 }
 
+// Weight-bound layers (7x7 maps, 128 channels, batch 1) run their inference primitive on
+// oneDNN's brgemm kernels in the activation layout they prefer where oneDNN has them
+// (AVX-512), with reorders from and to Loom's layout, the residual sum included;
+// LOOM_CONV_OWN_LAYOUT=0 keeps Loom's layouts. Both equal the unfused graph. (Winograd 2x3,
+// which small 3x3 layers would take first, is off.)
+TEST(PostOpFusion, WeightBoundLayersUseTheirOwnLayout) {
+  const int c = 128;
+  auto x = relu(bn(conv(Symbol::Variable("data"), "wb0", c), "wb0_bn"), "wb0_relu");
+  auto b = relu(bn(conv(x, "wb1", c), "wb1_bn"), "wb1_relu");
+  b = bn(conv(b, "wb2", c), "wb2_bn");
+  auto sym = pool(relu(Symbol::Op("elemwise_add", {b, x}, {}, "plus"), "out_relu"));
+  const Shape data{1, c, 7, 7};
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on ? "default" : "LOOM_CONV_OWN_LAYOUT=0");
+    if (!on) setenv("LOOM_CONV_OWN_LAYOUT", "0", 1);
+    setenv("LOOM_CONV_WINOGRAD_INFER", "0", 1);
+    BindOptions o;
+    o.default_req = Req::kNull;
+    auto ex = Executor::simple_bind(sym, {{"data", data}}, o);
+    unsetenv("LOOM_CONV_OWN_LAYOUT");
+    unsetenv("LOOM_CONV_WINOGRAD_INFER");
+    EXPECT_EQ(ex->fused_affine_pairs(), 3u);
+    EXPECT_EQ(ex->fused_sum_pairs(), 1u);
+    const std::string desc = "Convolution " + data.str() + " w(128, 128, 3, 3)";
+    std::string sum_line;
+    for (const auto& l : dnnl_util::recorded_impls())
+      if (l.find(desc) == 0 && l.find("+affine+sum+relu") != std::string::npos) sum_line = l;
+    ASSERT_FALSE(sum_line.empty()) << desc;
+    // oneDNN 2.6 has brgemm convolutions for AVX-512 only; a later oneDNN may have more.
+    if (on && dnnl_util::isa_has_avx512()) {
+      EXPECT_NE(sum_line.find("brg"), std::string::npos) << sum_line;
+    }
+    if (!on) {
+      EXPECT_EQ(sum_line.find("brg"), std::string::npos) << sum_line;
+    }
+    init(*ex, 7);
+    auto ref = bind_with_off(sym, *ex, {"LOOM_FUSE_CONV_BN", "LOOM_FUSE_CONV_SUM",
+                                        "LOOM_FUSE_CONV_ACT", "LOOM_FUSE_EPILOGUE"});
+    for (int call = 0; call < 2; ++call) {
+      ex->forward(false);
+      ref->forward(false);
+      expect_near(host(ex->outputs()[0]), host(ref->outputs()[0]), "call " + S(call), 1e-3f);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace loom
