@@ -23,9 +23,13 @@
 // float32 once, as MXNet passes a Python float to the update op's float `lr`.
 #include <cmath>
 
+#include "ops/update/lr_math.h"
 #include "ops/update/update_util.h"
 
 namespace loom {
+
+using update::LrSchedule;
+
 namespace {
 
 struct LrParam {
@@ -78,55 +82,53 @@ const auto kLrSchema =
           if (p.warmup_steps < 0) throw ParamError("warmup_steps must be >= 0");
         });
 
-double schedule(const LrParam& p, double t) {
-  if (t < static_cast<double>(p.warmup_steps)) {
-    if (p.warmup_mode == "constant") return p.warmup_begin_lr;
-    const double fin = p.warmup_final_lr < 0 ? p.lr : p.warmup_final_lr;
-    return p.warmup_begin_lr + (fin - p.warmup_begin_lr) * t / static_cast<double>(p.warmup_steps);
-  }
-  if (p.scheduler == "factor") {
-    double lr = p.lr;
-    const int64_t n = t > static_cast<double>(p.step)
-                          ? static_cast<int64_t>(std::floor((t - 1) / static_cast<double>(p.step)))
-                          : 0;
-    for (int64_t i = 0; i < n; ++i) {
-      lr *= p.factor;
-      if (lr < p.stop_factor_lr) {
-        lr = p.stop_factor_lr;
-        if (p.factor <= 1) break;  // stays clamped
-      }
-    }
-    return lr;
-  }
-  if (p.scheduler == "multifactor") {
-    double lr = p.lr;
-    for (auto s : p.steps.dims())
-      if (t > static_cast<double>(s)) lr *= p.factor;
-    return lr;
-  }
-  if (p.scheduler == "cosine" || p.scheduler == "poly") {
-    const double u = std::min(t, static_cast<double>(p.max_update));
-    const double frac = (u - static_cast<double>(p.warmup_steps)) /
-                        static_cast<double>(p.max_update - p.warmup_steps);
-    if (p.scheduler == "cosine")
-      return p.final_lr + (p.lr - p.final_lr) * (1 + std::cos(M_PI * frac)) / 2;
-    return p.final_lr + (p.lr - p.final_lr) * std::pow(1 - frac, p.pwr);
-  }
-  return p.lr;
+}  // namespace
+
+update::LrSchedule update::lr_schedule(const OpAttrs& a) {
+  const auto& p = a.param<LrParam>();
+  LrSchedule s;
+  s.kind = p.scheduler == "factor"        ? LrSchedule::kFactor
+           : p.scheduler == "multifactor" ? LrSchedule::kMultiFactor
+           : p.scheduler == "cosine"      ? LrSchedule::kCosine
+           : p.scheduler == "poly"        ? LrSchedule::kPoly
+                                          : LrSchedule::kConstant;
+  s.lr = p.lr;
+  s.step = p.step;
+  if (p.steps.ndim() > LrSchedule::kMaxSteps)
+    throw ParamError("node '" + a.name + "' (op _loom_lr): at most " +
+                     std::to_string(LrSchedule::kMaxSteps) + " multifactor steps, got " +
+                     std::to_string(p.steps.ndim()));
+  s.n_steps = p.steps.ndim();
+  for (int i = 0; i < s.n_steps; ++i) s.steps[i] = p.steps[i];
+  s.factor = p.factor;
+  s.stop_factor_lr = p.stop_factor_lr;
+  s.max_update = p.max_update;
+  s.final_lr = p.final_lr;
+  s.pwr = p.pwr;
+  s.warmup_steps = p.warmup_steps;
+  s.warmup_begin_lr = p.warmup_begin_lr;
+  s.warmup_final_lr = p.warmup_final_lr;
+  s.warmup_constant = p.warmup_mode == "constant";
+  s.scale = p.scale;
+  s.adam_bias = p.bias_correction == "adam";
+  s.beta1 = p.beta1;
+  s.beta2 = p.beta2;
+  return s;
 }
+
+namespace {
 
 class LrKernel final : public update::UpdateKernel<LrParam> {
  public:
-  using UpdateKernel::UpdateKernel;
+  explicit LrKernel(const KernelArgs& a) : UpdateKernel(a), s_(update::lr_schedule(a.attrs)) {}
   void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
            std::span<const NDArray> out, update::Range r) override {
-    const double t = std::round(static_cast<double>(in[0].data<float>()[0]));
-    double lr = schedule(p_, t) * p_.scale;
-    if (p_.bias_correction == "adam")
-      lr *= std::sqrt(1. - std::pow(p_.beta2, t)) / (1. - std::pow(p_.beta1, t));
-    const float v = static_cast<float>(lr);
+    const float v = s_.at(in[0].data<float>()[0]);
     update::apply(out[0].data<float>(), req[0], 1, [=](int64_t) { return v; });
   }
+
+ private:
+  update::LrSchedule s_;
 };
 
 LOOM_REGISTER_OP("_loom_lr")

@@ -4,6 +4,8 @@
 // CPU tests check the arithmetic the GPU runs. No OpenMP here: .cu files include it.
 #pragma once
 
+#include <cmath>
+
 #include "ops/update/update_math.h"
 
 namespace loom::update {
@@ -21,6 +23,13 @@ struct SignSGDParam {
 };
 struct SignumParam {
   double lr, momentum, wd, rescale_grad, clip_gradient, wd_lh;
+};
+struct FTMLParam {
+  double lr, beta1, beta2, epsilon, wd, rescale_grad, clip_grad;
+  int t;
+};
+struct FtrlParam {
+  double lr, lamda1, beta, wd, rescale_grad, clip_gradient;
 };
 
 /// −1, 0 or 1.
@@ -115,6 +124,51 @@ struct SignumStep {
     const float m = mu * mom - (1.f - mu) * wd * w - (1.f - mu) * clip(rs * g, c);
     mom = m;
     return decay * w + lr * sgn(m);
+  }
+};
+
+/// ftml_update (step t): g = clip(rs·grad + wd·w); v ← β2·v + (1−β2)·g²;
+/// d' = (1−β1ᵗ)/lr·(√(v/(1−β2ᵗ)) + ε); z ← β1·z + (1−β1)·g − (d' − β1·d)·w; d ← d';
+/// w ← −z/d'. The bias corrections are computed once, on the host.
+struct FTMLStep {
+  float lr, b1, b2, eps, wd, rs, c, c1, c2;
+  explicit FTMLStep(const FTMLParam& p)
+      : lr(static_cast<float>(p.lr)),
+        b1(static_cast<float>(p.beta1)),
+        b2(static_cast<float>(p.beta2)),
+        eps(static_cast<float>(p.epsilon)),
+        wd(static_cast<float>(p.wd)),
+        rs(static_cast<float>(p.rescale_grad)),
+        c(clip_bound(p.clip_grad)),
+        c1(1.f - std::pow(b1, static_cast<float>(p.t))),
+        c2(1.f - std::pow(b2, static_cast<float>(p.t))) {}
+  LOOM_HD float operator()(float w, float g, float& d, float& v, float& z) const {
+    const float gi = clip(rs * g + wd * w, c);
+    v = b2 * v + (1.f - b2) * gi * gi;
+    const float dt = c1 / lr * (math::fn::sqrt(v / c2) + eps);
+    z = b1 * z + (1.f - b1) * gi - (dt - b1 * d) * w;
+    d = dt;
+    return -z / dt;
+  }
+};
+
+/// ftrl_update: g = clip(rs·grad); z ← z + g − (√(n + g²) − √n)·w/lr; n ← n + g²;
+/// w ← (sign(z)·λ1 − z)/((β + √n)/lr + wd) where |z| > λ1, else 0.
+struct FtrlStep {
+  float lr, l1, beta, wd, rs, c;
+  explicit FtrlStep(const FtrlParam& p)
+      : lr(static_cast<float>(p.lr)),
+        l1(static_cast<float>(p.lamda1)),
+        beta(static_cast<float>(p.beta)),
+        wd(static_cast<float>(p.wd)),
+        rs(static_cast<float>(p.rescale_grad)),
+        c(clip_bound(p.clip_gradient)) {}
+  LOOM_HD float operator()(float w, float g, float& z, float& n) const {
+    const float gi = clip(g * rs, c);
+    z += gi - (math::fn::sqrt(n + gi * gi) - math::fn::sqrt(n)) * w / lr;
+    n += gi * gi;
+    const float keep = math::fn::fabs(z) > l1 ? 1.f : 0.f;
+    return (sgn(z) * l1 - z) / ((beta + math::fn::sqrt(n)) / lr + wd) * keep;
   }
 };
 

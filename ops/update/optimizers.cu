@@ -1,5 +1,6 @@
 // GPU kernels of rmsprop_update, rmspropalex_update (registered by rmsprop.cc), adamw_update,
-// _adamw_update (adam.cc), signsgd_update and signum_update (sign_ftml_ftrl.cc): grid-stride
+// _adamw_update (adam.cc), signsgd_update, signum_update, ftml_update and ftrl_update
+// (sign_ftml_ftrl.cc): grid-stride
 // passes over the steps of more_steps.h, which the CPU kernels run. Tensor scalars (lr / eta
 // with lr_input, _adamw_update's rescale_grad) are read on the device, and so is the node's
 // predicate when it is predicated (runtime/cuda/predicate.cuh: every launch returns early
@@ -63,6 +64,20 @@ __global__ void signum_kernel(const float* pred, update::SignumStep step, const 
                               const float* g, float* mom, float* out, int64_t count, int req) {
   if (cuda::skip(pred)) return;
   LOOM_GRID_LOOP(i, count) store_req(out + i, req, step(w[i], g[i], mom[i]));
+}
+
+__global__ void ftml_kernel(const float* pred, update::FTMLStep step, const float* w,
+                            const float* g, float* d, float* v, float* z, float* out,
+                            int64_t count, int req) {
+  if (cuda::skip(pred)) return;
+  LOOM_GRID_LOOP(i, count) store_req(out + i, req, step(w[i], g[i], d[i], v[i], z[i]));
+}
+
+__global__ void ftrl_kernel(const float* pred, update::FtrlStep step, const float* w,
+                            const float* g, float* z, float* n, float* out, int64_t count,
+                            int req) {
+  if (cuda::skip(pred)) return;
+  LOOM_GRID_LOOP(i, count) store_req(out + i, req, step(w[i], g[i], z[i], n[i]));
 }
 
 // The common part: float32 check, parameters, element count, the device predicate.
@@ -148,6 +163,33 @@ class SignumGpuKernel final : public UpdateGpuKernel<update::SignumParam> {
   }
 };
 
+class FTMLGpuKernel final : public UpdateGpuKernel<update::FTMLParam> {
+ public:
+  using UpdateGpuKernel::UpdateGpuKernel;
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0) return;
+    ftml_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        cuda::pred_of(ctx), update::FTMLStep(p_), in[0].data<float>(), in[1].data<float>(),
+        in[2].data<float>(), in[3].data<float>(), in[4].data<float>(), out[0].data<float>(), n_,
+        req_code(req[0]));
+    cuda::check_launch("ftml_kernel");
+  }
+};
+
+class FtrlGpuKernel final : public UpdateGpuKernel<update::FtrlParam> {
+ public:
+  using UpdateGpuKernel::UpdateGpuKernel;
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0) return;
+    ftrl_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        cuda::pred_of(ctx), update::FtrlStep(p_), in[0].data<float>(), in[1].data<float>(),
+        in[2].data<float>(), in[3].data<float>(), out[0].data<float>(), n_, req_code(req[0]));
+    cuda::check_launch("ftrl_kernel");
+  }
+};
+
 template <class K>
 KernelFactory make() {
   return [](const KernelArgs& a) -> std::unique_ptr<Kernel> { return std::make_unique<K>(a); };
@@ -159,6 +201,8 @@ LOOM_REGISTER_OP("adamw_update").kernel(DeviceType::kGPU, make<AdamWGpuKernel<fa
 LOOM_REGISTER_OP("_adamw_update").kernel(DeviceType::kGPU, make<AdamWGpuKernel<true>>());
 LOOM_REGISTER_OP("signsgd_update").kernel(DeviceType::kGPU, make<SignSGDGpuKernel>());
 LOOM_REGISTER_OP("signum_update").kernel(DeviceType::kGPU, make<SignumGpuKernel>());
+LOOM_REGISTER_OP("ftml_update").kernel(DeviceType::kGPU, make<FTMLGpuKernel>());
+LOOM_REGISTER_OP("ftrl_update").kernel(DeviceType::kGPU, make<FtrlGpuKernel>());
 
 }  // namespace
 }  // namespace loom

@@ -68,10 +68,7 @@ class SignumKernel final : public update::UpdateKernel<SignumParam> {
   }
 };
 
-struct FTMLParam {
-  double lr, beta1, beta2, epsilon, wd, rescale_grad, clip_grad;
-  int t;
-};
+using update::FTMLParam;
 const auto kFTMLSchema =
     ParamSchema<FTMLParam>()
         .required("lr", &FTMLParam::lr, update::kDocLr)
@@ -91,24 +88,13 @@ class FTMLKernel final : public update::UpdateKernel<FTMLParam> {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float *d = in[2].data<float>(), *v = in[3].data<float>(), *z = in[4].data<float>();
-    const float lr = f32(p_.lr), b1 = f32(p_.beta1), b2 = f32(p_.beta2), eps = f32(p_.epsilon);
-    const float t = static_cast<float>(p_.t), wd = f32(p_.wd), rs = f32(p_.rescale_grad);
-    const float c = clip_bound(p_.clip_grad);
-    const float c1 = 1.f - std::pow(b1, t), c2 = 1.f - std::pow(b2, t);
-    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
-      const float gi = clip(rs * g[i] + wd * w[i], c);
-      v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
-      const float dt = c1 / lr * (std::sqrt(v[i] / c2) + eps);
-      z[i] = b1 * z[i] + (1.f - b1) * gi - (dt - b1 * d[i]) * w[i];
-      d[i] = dt;
-      return -z[i] / dt;
-    });
+    const update::FTMLStep step(p_);
+    update::apply(out[0].data<float>(), req[0], r,
+                  [=](int64_t i) { return step(w[i], g[i], d[i], v[i], z[i]); });
   }
 };
 
-struct FtrlParam {
-  double lr, lamda1, beta, wd, rescale_grad, clip_gradient;
-};
+using update::FtrlParam;
 const auto kFtrlSchema =
     ParamSchema<FtrlParam>()
         .required("lr", &FtrlParam::lr, update::kDocLr)
@@ -126,15 +112,9 @@ class FtrlKernel final : public update::UpdateKernel<FtrlParam> {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
     float *z = in[2].data<float>(), *n = in[3].data<float>();
-    const float lr = f32(p_.lr), l1 = f32(p_.lamda1), beta = f32(p_.beta), wd = f32(p_.wd);
-    const float rs = f32(p_.rescale_grad), c = clip_bound(p_.clip_gradient);
-    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
-      const float gi = clip(g[i] * rs, c);
-      z[i] += gi - (std::sqrt(n[i] + gi * gi) - std::sqrt(n[i])) * w[i] / lr;
-      n[i] += gi * gi;
-      const float keep = std::fabs(z[i]) > l1 ? 1.f : 0.f;
-      return (sgn(z[i]) * l1 - z[i]) / ((beta + std::sqrt(n[i])) / lr + wd) * keep;
-    });
+    const update::FtrlStep step(p_);
+    update::apply(out[0].data<float>(), req[0], r,
+                  [=](int64_t i) { return step(w[i], g[i], z[i], n[i]); });
   }
 };
 
