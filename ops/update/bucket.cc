@@ -17,18 +17,13 @@
 
 #include "ops/float_tuple.h"
 #include "ops/infer.h"
+#include "ops/update/bucket.h"
 #include "ops/update/update_util.h"
 
 namespace loom {
 namespace {
 
-struct BucketParam {
-  const OpDef* inner = nullptr;
-  size_t n = 0;  ///< tensors
-  size_t m = 0;  ///< inputs per tensor
-  size_t o = 0;  ///< outputs per tensor
-  std::vector<OpAttrs> attrs;  ///< per tensor
-};
+using update::BucketParam;  // bucket.h (shared with bucket.cu)
 
 std::shared_ptr<const void> parse_bucket(const Attrs& dict) {
   auto p = std::make_shared<BucketParam>();
