@@ -271,6 +271,21 @@ class CudaBackend final : public DeviceBackend {
 
   void check_available(int id) override { device(id, ""); }
 
+  // What cudaMalloc can still hand out plus the pool's cached blocks: bind checks its memory
+  // plan against it (an OutOfMemoryError naming the largest array instead of a failed
+  // cudaMalloc halfway through).
+  size_t available_memory(int id) override {
+    DeviceState& d = device(id, "query its free memory");
+    check(cudaSetDevice(id), "cudaSetDevice");
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return SIZE_MAX;  // unknown: let the allocation decide
+    }
+    std::lock_guard<std::mutex> lk(d.mu);
+    return free_bytes + d.cached;
+  }
+
   std::unique_ptr<DeviceGraph> capture(int id, const std::function<void()>& work,
                                        std::string* why) override {
     return capture_graph(id, work, why);
