@@ -7,7 +7,9 @@
 // req=add runs plans built with beta = 1 (or, where cuDNN has no engine for that, the
 // write plan into scratch and an add). Bias and its gradient are small kernels.
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "ops/nn/block_reduce.cuh"
@@ -68,13 +70,15 @@ using Pass = cuda::dnn::ConvPass;
 constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
 
 // One cuDNN operation planned for req=write and, where cuDNN can, for req=add (beta = 1).
+using PlanPtr = std::shared_ptr<const Plan>;
+
 struct PassPlans {
-  Plan write, add;
+  PlanPtr write, add;     // null: none
   std::string error;      // why `write` is empty (a backward pass cuDNN has no engine for)
   int64_t out_elems = 0;  // the elements of the output (scratch for add without `add`)
   size_t workspace() const {
-    const size_t plans = std::max(write.workspace(), add.workspace());
-    const size_t tmp = add.empty() ? static_cast<size_t>(out_elems) * sizeof(float) : 0;
+    const size_t plans = std::max(write ? write->workspace() : 0, add ? add->workspace() : 0);
+    const size_t tmp = add ? 0 : static_cast<size_t>(out_elems) * sizeof(float);
     return align256(plans) + tmp;
   }
   static size_t align256(size_t b) { return (b + 255) / 256 * 256; }
@@ -90,6 +94,35 @@ Plan make_plan(int dev, const ConvGeom& g, Pass pass, float beta, const std::str
   return Plan(dev, std::move(op), std::move(parts), what);
 }
 
+std::string plan_key(int dev, const ConvGeom& g, Pass pass, float beta) {
+  std::string k = std::to_string(dev) + "/" + std::to_string(static_cast<int>(pass)) + "/" +
+                  std::to_string(beta);
+  for (const auto* v : {&g.x, &g.w, &g.y, &g.pre, &g.post, &g.stride, &g.dilate}) {
+    k += "|";
+    for (int64_t d : *v) k += std::to_string(d) + ",";
+  }
+  return k;
+}
+
+// Plans are immutable once built and depend only on the device, the pass, beta and the
+// geometry, so kernels with the same ones (a network's repeated blocks, the training and
+// inference executors of one model, rebinds) share them: planning (heuristics, engine
+// finalisation, runtime-compiled engines) costs far more than a lookup. Failures are not
+// kept. LOOM_CUDNN_PLAN_CACHE=0 plans every kernel on its own.
+PlanPtr shared_plan(int dev, const ConvGeom& g, Pass pass, float beta, const std::string& what) {
+  if (env_off("LOOM_CUDNN_PLAN_CACHE"))
+    return std::make_shared<const Plan>(make_plan(dev, g, pass, beta, what));
+  static std::mutex mu;
+  static auto* cache = new std::map<std::string, PlanPtr>;  // never destroyed, as the handles
+  const std::string key = plan_key(dev, g, pass, beta);
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second;
+  PlanPtr p = std::make_shared<const Plan>(make_plan(dev, g, pass, beta, what));
+  cache->emplace(key, p);
+  return p;
+}
+
 // Convolution and Deconvolution on one set of three cuDNN passes over `g_`. Deconvolution's
 // forward input is the convolution's y and its output the convolution's x.
 class CudnnConvKernel final : public Kernel {
@@ -97,7 +130,8 @@ class CudnnConvKernel final : public Kernel {
   CudnnConvKernel(const KernelArgs& a, ConvGeom g, bool deconv, bool no_bias)
       : g_(std::move(g)), deconv_(deconv), no_bias_(no_bias), dev_(a.device.id) {
     cuda::require_float32(a);
-    const std::string what = a.attrs.op->name + " node '" + a.attrs.name + "' (cuDNN)";
+    what_ = a.attrs.op->name + " node '" + a.attrs.name + "' (cuDNN)";
+    const std::string& what = what_;
     const Shape& out = a.out_shapes[0];
     out_c_ = out[1];
     out_outer_ = out[0];
@@ -111,16 +145,16 @@ class CudnnConvKernel final : public Kernel {
       // only when a backward call needs it (inference binds never do).
       const Pass fwd = deconv ? Pass::kBackwardData : Pass::kForward;
       try {
-        pp.write = make_plan(dev_, g_, p, 0.f, what);
+        pp.write = shared_plan(dev_, g_, p, 0.f, what);
       } catch (const Error& e) {
         if (p == fwd) throw;
         pp.error = e.what();
         continue;
       }
       try {
-        pp.add = make_plan(dev_, g_, p, 1.f, what + " with beta = 1");
+        pp.add = shared_plan(dev_, g_, p, 1.f, what + " with beta = 1");
       } catch (const Error&) {
-        pp.add = Plan();  // req=add then writes to scratch and adds
+        pp.add = nullptr;  // req=add then writes to scratch and adds
       }
     }
   }
@@ -182,19 +216,19 @@ class CudnnConvKernel final : public Kernel {
   // One pass with the convolution's tensors x, w, y (the pass writes one of them).
   void run(Pass pass, Req req, const OpContext& ctx, float* x, const float* w, float* y) {
     const PassPlans& pp = plans_[static_cast<int>(pass)];
-    if (pp.write.empty()) throw Error(pp.error);
+    if (!pp.write) throw Error(pp.error);
     float* out = pass == Pass::kForward        ? y
                  : pass == Pass::kBackwardData ? x
                                                : const_cast<float*>(w);
     const bool add = req == Req::kAdd;
     float* target = out;
-    if (add && pp.add.empty())
+    if (add && !pp.add)
       target = reinterpret_cast<float*>(static_cast<char*>(ctx.workspace) +
-                                        PassPlans::align256(pp.write.workspace()));
+                                        PassPlans::align256(pp.write->workspace()));
     std::vector<void*> ptrs{x, const_cast<float*>(w), y};
     ptrs[pass == Pass::kForward ? 2 : pass == Pass::kBackwardData ? 0 : 1] = target;
-    const Plan& plan = add && !pp.add.empty() ? pp.add : pp.write;
-    plan.execute(dev_, {kUidX, kUidW, kUidY}, ptrs, ctx.workspace);
+    const Plan& plan = add && pp.add ? *pp.add : *pp.write;
+    plan.execute(dev_, {kUidX, kUidW, kUidY}, ptrs, ctx.workspace, what_);
     if (target != out) {
       add_into<<<cuda::grid_size(pp.out_elems), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
           out, target, pp.out_elems);
@@ -203,6 +237,7 @@ class CudnnConvKernel final : public Kernel {
   }
 
   ConvGeom g_;
+  std::string what_;  // op and node, for errors
   bool deconv_, no_bias_;
   int dev_;
   bool empty_ = false;

@@ -263,7 +263,7 @@ std::vector<Desc> engine_configs(const Desc& graph, cudnnBackendHeurMode_t mode,
 }  // namespace
 
 Plan::Plan(int id, Desc op, std::vector<Desc> parts, const std::string& what)
-    : parts_(std::move(parts)), op_(std::move(op)), what_(what) {
+    : parts_(std::move(parts)), op_(std::move(op)) {
   const Api& a = api();
   cudnnHandle_t h = handle(id);
   graph_ = Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, what + " (operation graph)");
@@ -320,15 +320,15 @@ Plan::Plan(int id, Desc op, std::vector<Desc> parts, const std::string& what)
 }
 
 void Plan::execute(int id, const std::vector<int64_t>& uids, const std::vector<void*>& ptrs,
-                   void* workspace) const {
-  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, what_ + " (variant pack)");
+                   void* workspace, const std::string& what) const {
+  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, what + " (variant pack)");
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()),
            uids.data())
       .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
            static_cast<int64_t>(ptrs.size()), ptrs.data())
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace)
       .finalize();
-  check(api().execute(handle(id), plan_.get(), pack.get()), what_ + ": cudnnBackendExecute");
+  check(api().execute(handle(id), plan_.get(), pack.get()), what + ": cudnnBackendExecute");
 }
 
 }  // namespace loom::cuda::dnn

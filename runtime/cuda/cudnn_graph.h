@@ -105,15 +105,15 @@ class Plan {
   /// Workspace bytes execute() needs.
   size_t workspace() const { return workspace_; }
   /// Runs the plan on its device's stream with the tensors of the given unique ids at the
-  /// given device pointers and `workspace` (at least workspace() bytes).
+  /// given device pointers and `workspace` (at least workspace() bytes); errors name `what`
+  /// (the calling node: a plan may be shared by several).
   void execute(int id, const std::vector<int64_t>& uids, const std::vector<void*>& ptrs,
-               void* workspace) const;
+               void* workspace, const std::string& what) const;
 
  private:
   std::vector<Desc> parts_;
   Desc op_, graph_, cfg_, plan_;
   size_t workspace_ = 0;
-  std::string what_;
 };
 
 }  // namespace loom::cuda::dnn
