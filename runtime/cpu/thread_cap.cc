@@ -21,7 +21,7 @@ double estimated_us(double flops, double bytes) {
 
 double serial_us() {
   const char* v = std::getenv("LOOM_SERIAL_US");
-  if (!v || !*v) return 40.0;
+  if (!v || !*v) return 80.0;
   char* end = nullptr;
   double d = std::strtod(v, &end);
   if (end == v || *end || d < 0) throw Error("LOOM_SERIAL_US must be a number >= 0, got '" +

@@ -12,7 +12,7 @@ namespace loom::dnnl_util {
 
 /// Threads for an operation doing `flops` floating-point operations and moving `bytes` per
 /// call: 1 when its estimated single-thread time is below LOOM_SERIAL_US microseconds
-/// (default 40), else 0 (= no cap, every thread). LOOM_SERIAL_SMALL_OPS=0 turns the cap off.
+/// (default 80), else 0 (= no cap, every thread). LOOM_SERIAL_SMALL_OPS=0 turns the cap off.
 /// Read at every call (bind time), so tests can switch it.
 int threads_for_work(double flops, double bytes);
 
