@@ -1,7 +1,8 @@
 // Ops whose every output element copies one input element chosen dimension by dimension
 // (tile, repeat, slice, slice_like, SwapAxis): an IndexMap says, per output dimension, which input
 // dimension it walks and how (modulo, division or an affine step). Forward gathers; the
-// gradient scatters back, adding where several outputs read one input (tile, repeat).
+// gradient scatters back, adding where several outputs read one input (tile, repeat). The
+// per-element rule is IndexMapView::source, which the CUDA kernel (index_map.cu) runs too.
 #pragma once
 
 #include <vector>
@@ -26,27 +27,60 @@ struct IndexMap {
     src_stride.assign(static_cast<size_t>(in.ndim()), 1);
     for (int d = in.ndim() - 2; d >= 0; --d) src_stride[d] = src_stride[d + 1] * in[d + 1];
   }
-  int64_t source(int64_t o) const {
+};
+
+/// An IndexMap as plain numbers (usable on the device): the per-element source rule that
+/// the CPU kernel below and the CUDA kernel (index_map.cu) both run.
+struct IndexMapView {
+  static constexpr int kMaxDims = 16;
+  int nd = 0;
+  int64_t out[kMaxDims] = {};
+  int kind[kMaxDims] = {};  ///< IndexMap::Kind
+  int64_t begin[kMaxDims] = {}, step[kMaxDims] = {}, n[kMaxDims] = {}, stride[kMaxDims] = {};
+
+  /// The input element output element o copies.
+  LOOM_HD int64_t source(int64_t o) const {
     int64_t src = 0;
-    for (int d = out.ndim() - 1; d >= 0; --d) {
+    for (int d = nd - 1; d >= 0; --d) {
       const int64_t i = o % out[d];
       o /= out[d];
-      const Dim& m = dims[static_cast<size_t>(d)];
-      const int64_t k = m.kind == Kind::kAffine ? m.begin + i * m.step
-                        : m.kind == Kind::kModulo ? i % m.n
-                                                  : i / m.n;
-      src += k * src_stride[static_cast<size_t>(m.src)];
+      const int64_t k = kind[d] == 0 ? begin[d] + i * step[d] : kind[d] == 1 ? i % n[d] : i / n[d];
+      src += k * stride[d];
     }
     return src;
   }
 };
+
+/// The view of `m`; throws Error naming `what` past IndexMapView::kMaxDims dimensions.
+inline IndexMapView index_map_view(const IndexMap& m, const std::string& what) {
+  if (m.out.ndim() > IndexMapView::kMaxDims)
+    throw Error(what + ": " + std::to_string(m.out.ndim()) + " dimensions, at most " +
+                std::to_string(IndexMapView::kMaxDims) + " supported");
+  IndexMapView v;
+  v.nd = m.out.ndim();
+  for (int d = 0; d < v.nd; ++d) {
+    const IndexMap::Dim& x = m.dims[static_cast<size_t>(d)];
+    v.out[d] = m.out[d];
+    v.kind[d] = static_cast<int>(x.kind);
+    v.begin[d] = x.begin;
+    v.step[d] = x.step;
+    v.n[d] = x.n;
+    v.stride[d] = m.src_stride[static_cast<size_t>(x.src)];
+  }
+  return v;
+}
+
+/// transpose's permutation as an IndexMap (transpose.cc; its CPU kernel keeps its own
+/// row-wise loop, the GPU kernel runs this map).
+IndexMap transpose_index_map(const OpAttrs& a, const Shape& in);
 
 /// A Kernel running an IndexMap built at bind time by `make(args)`. Any dtype (gradients for
 /// float dtypes); extra inputs (slice_like's shape source) may have another dtype.
 class IndexMapKernel : public Kernel {
  public:
   explicit IndexMapKernel(const KernelArgs& a, IndexMap map)
-      : map_(std::move(map)), t_(a.in_types[0]), what_(node_label(a)) {
+      : map_(std::move(map)), t_(a.in_types[0]), what_(node_label(a)),
+        view_(index_map_view(map_, what_)) {
     if (a.out_types[0] != t_)
       throw Error(what_ + ": output dtype " + dtype_name(a.out_types[0]) +
                   " differs from input dtype " + dtype_name(t_));
@@ -58,7 +92,7 @@ class IndexMapKernel : public Kernel {
     dispatch_dtype(t_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* x = in[0].cdata<T>();
-      write_t<T>(out[0].data<T>(), req[0], out[0].size(), [&](int64_t o) { return x[map_.source(o)]; });
+      write_t<T>(out[0].data<T>(), req[0], out[0].size(), [&](int64_t o) { return x[view_.source(o)]; });
     }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray>,
@@ -77,12 +111,12 @@ class IndexMapKernel : public Kernel {
       if (map_.injective) {
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
         for (int64_t o = 0; o < n; ++o) {
-          const int64_t i = map_.source(o);
+          const int64_t i = view_.source(o);
           dx[i] = add_value<T>(dx[i], g[o]);
         }
       } else {
         for (int64_t o = 0; o < n; ++o) {
-          const int64_t i = map_.source(o);
+          const int64_t i = view_.source(o);
           dx[i] = add_value<T>(dx[i], g[o]);
         }
       }
@@ -93,6 +127,12 @@ class IndexMapKernel : public Kernel {
   IndexMap map_;
   DType t_;
   std::string what_;
+  IndexMapView view_;
+
+ public:
+  /// For the GPU kernel (index_map.cu), which runs the same map.
+  const IndexMap& map() const { return map_; }
+  const IndexMapView& view() const { return view_; }
 };
 
 }  // namespace loom::tensor

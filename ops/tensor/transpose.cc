@@ -2,6 +2,7 @@
 // inverse permutation.
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/index_map.h"
 
 namespace loom {
 namespace {
@@ -134,4 +135,14 @@ LOOM_REGISTER_OP("transpose")
     .sample({.attrs = {{"axes", "(1, -1, 0)"}}, .in_shapes = {{2, 3, 4}}});
 
 }  // namespace
+
+tensor::IndexMap tensor::transpose_index_map(const OpAttrs& a, const Shape& in) {
+  const auto perm = permutation(a.param<TransposeParam>(), in.ndim());
+  Shape o = in;
+  for (int d = 0; d < in.ndim(); ++d) o[d] = in[perm[static_cast<size_t>(d)]];
+  IndexMap m(in, o);
+  for (int d = 0; d < in.ndim(); ++d) m.dims.push_back({.src = perm[static_cast<size_t>(d)]});
+  return m;
+}
+
 }  // namespace loom

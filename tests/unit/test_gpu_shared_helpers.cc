@@ -10,9 +10,11 @@
 #include "ops/loss/sce_svm_math.h"
 #include "ops/nn/leaky_relu_math.h"
 #include "ops/nn/softmax_common.h"
+#include "ops/tensor/index_map.h"
 #include "ops/tensor/index_util.h"
 #include "ops/update/lr_math.h"
 #include "ops/update/more_steps.h"
+#include "runtime/imperative.h"
 
 namespace loom {
 namespace {
@@ -121,6 +123,21 @@ TEST(GpuSharedHelpers, LrScheduleClosedForms) {
   s.warmup_steps = 4;
   s.warmup_begin_lr = 0.02;  // linear warmup to lr (warmup_final_lr < 0)
   EXPECT_FLOAT_EQ(s.at(2.f), static_cast<float>(2 * (0.02 + (0.1 - 0.02) * 2 / 4)));
+}
+
+// The GPU runs transpose through transpose_index_map (the CPU kernel has its own row loop):
+// the map's gather equals the CPU kernel's output, element for element.
+TEST(GpuSharedHelpers, TransposeIndexMapEqualsCpuTranspose) {
+  for (const char* axes : {"(2, 0, 1)", "()", "(1, 0, 2)"}) {
+    ImperativeOp op("transpose", {{"axes", axes}}, {Shape{2, 3, 4}});
+    NDArray x(Shape{2, 3, 4}, DType::kFloat32);
+    for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>(i);
+    const NDArray y = op.forward({x})[0];
+    const auto v = tensor::index_map_view(tensor::transpose_index_map(op.attrs(), Shape{2, 3, 4}),
+                                          "test");
+    for (int64_t o = 0; o < y.size(); ++o)
+      EXPECT_EQ(y.data<float>()[o], x.data<float>()[v.source(o)]) << axes << " element " << o;
+  }
 }
 
 }  // namespace
