@@ -69,34 +69,42 @@ int64_t numel(const std::vector<int64_t>& d) {
 using Pass = cuda::dnn::ConvPass;
 constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
 
-// One cuDNN operation planned for req=write and, where cuDNN can, for req=add (beta = 1).
+// One cuDNN operation planned for req=write and, where cuDNN can, for req=add (beta = 1),
+// each for pointers at any float offset and, where cuDNN can, for 16-byte aligned ones.
 using PlanPtr = std::shared_ptr<const Plan>;
 
 struct PassPlans {
-  PlanPtr write, add;     // null: none
+  PlanPtr write, add, write16, add16;  // null: none
   std::string error;      // why `write` is empty (a backward pass cuDNN has no engine for)
   int64_t out_elems = 0;  // the elements of the output (scratch for add without `add`)
+  // The plans' workspace (any of them runs in it), then the scratch output of req=add
+  // without `add`.
+  size_t plans_bytes() const {
+    size_t b = 0;
+    for (const PlanPtr* p : {&write, &add, &write16, &add16})
+      if (*p) b = std::max(b, (*p)->workspace());
+    return align256(b);
+  }
   size_t workspace() const {
-    const size_t plans = std::max(write ? write->workspace() : 0, add ? add->workspace() : 0);
-    const size_t tmp = add ? 0 : static_cast<size_t>(out_elems) * sizeof(float);
-    return align256(plans) + tmp;
+    return plans_bytes() + (add ? 0 : static_cast<size_t>(out_elems) * sizeof(float));
   }
   static size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 };
 
-Plan make_plan(int dev, const ConvGeom& g, Pass pass, float beta, const std::string& what) {
+Plan make_plan(int dev, const ConvGeom& g, Pass pass, float beta, int64_t align,
+               const std::string& what) {
   std::vector<Desc> parts;
-  parts.push_back(cuda::dnn::tensor(kUidX, g.x, what));
-  parts.push_back(cuda::dnn::tensor(kUidW, g.w, what));
-  parts.push_back(cuda::dnn::tensor(kUidY, g.y, what));
+  parts.push_back(cuda::dnn::tensor(kUidX, g.x, what, align));
+  parts.push_back(cuda::dnn::tensor(kUidW, g.w, what, align));
+  parts.push_back(cuda::dnn::tensor(kUidY, g.y, what, align));
   parts.push_back(cuda::dnn::convolution(g.pre, g.post, g.stride, g.dilate, what));
   Desc op = cuda::dnn::conv_operation(pass, parts[0], parts[1], parts[2], parts[3], beta, what);
   return Plan(dev, std::move(op), std::move(parts), what);
 }
 
-std::string plan_key(int dev, const ConvGeom& g, Pass pass, float beta) {
+std::string plan_key(int dev, const ConvGeom& g, Pass pass, float beta, int64_t align) {
   std::string k = std::to_string(dev) + "/" + std::to_string(static_cast<int>(pass)) + "/" +
-                  std::to_string(beta);
+                  std::to_string(beta) + "/" + std::to_string(align);
   for (const auto* v : {&g.x, &g.w, &g.y, &g.pre, &g.post, &g.stride, &g.dilate}) {
     k += "|";
     for (int64_t d : *v) k += std::to_string(d) + ",";
@@ -104,21 +112,22 @@ std::string plan_key(int dev, const ConvGeom& g, Pass pass, float beta) {
   return k;
 }
 
-// Plans are immutable once built and depend only on the device, the pass, beta and the
-// geometry, so kernels with the same ones (a network's repeated blocks, the training and
-// inference executors of one model, rebinds) share them: planning (heuristics, engine
-// finalisation, runtime-compiled engines) costs far more than a lookup. Failures are not
+// Plans are immutable once built and depend only on the device, the pass, beta, the
+// pointer alignment and the geometry, so kernels with the same ones (a network's repeated blocks,
+// the training and inference executors of one model, rebinds) share them: planning (heuristics,
+// engine finalisation, runtime-compiled engines) costs far more than a lookup. Failures are not
 // kept. LOOM_CUDNN_PLAN_CACHE=0 plans every kernel on its own.
-PlanPtr shared_plan(int dev, const ConvGeom& g, Pass pass, float beta, const std::string& what) {
+PlanPtr shared_plan(int dev, const ConvGeom& g, Pass pass, float beta, int64_t align,
+                    const std::string& what) {
   if (env_off("LOOM_CUDNN_PLAN_CACHE"))
-    return std::make_shared<const Plan>(make_plan(dev, g, pass, beta, what));
+    return std::make_shared<const Plan>(make_plan(dev, g, pass, beta, align, what));
   static std::mutex mu;
   static auto* cache = new std::map<std::string, PlanPtr>;  // never destroyed, as the handles
-  const std::string key = plan_key(dev, g, pass, beta);
+  const std::string key = plan_key(dev, g, pass, beta, align);
   std::lock_guard<std::mutex> lk(mu);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
-  PlanPtr p = std::make_shared<const Plan>(make_plan(dev, g, pass, beta, what));
+  PlanPtr p = std::make_shared<const Plan>(make_plan(dev, g, pass, beta, align, what));
   cache->emplace(key, p);
   return p;
 }
@@ -145,16 +154,27 @@ class CudnnConvKernel final : public Kernel {
       // only when a backward call needs it (inference binds never do).
       const Pass fwd = deconv ? Pass::kBackwardData : Pass::kForward;
       try {
-        pp.write = shared_plan(dev_, g_, p, 0.f, what);
+        pp.write = shared_plan(dev_, g_, p, 0.f, 4, what);
       } catch (const Error& e) {
         if (p == fwd) throw;
         pp.error = e.what();
         continue;
       }
-      try {
-        pp.add = shared_plan(dev_, g_, p, 1.f, what + " with beta = 1");
-      } catch (const Error&) {
-        pp.add = nullptr;  // req=add then writes to scratch and adds
+      // Optional plans: without `add`, req=add writes to scratch and adds; without the
+      // 16-byte ones, aligned pointers take the plans for any offset.
+      auto optional = [&](float beta, int64_t align) -> PlanPtr {
+        try {
+          return shared_plan(dev_, g_, p, beta, align,
+                             what + " (beta " + std::to_string(beta) + ", alignment " +
+                                 std::to_string(align) + ")");
+        } catch (const Error&) {
+          return nullptr;
+        }
+      };
+      pp.add = optional(1.f, 4);
+      if (!env_off("LOOM_CUDNN_ALIGNED_PLANS")) {
+        pp.write16 = optional(0.f, 16);
+        if (pp.add) pp.add16 = optional(1.f, 16);
       }
     }
   }
@@ -223,11 +243,15 @@ class CudnnConvKernel final : public Kernel {
     const bool add = req == Req::kAdd;
     float* target = out;
     if (add && !pp.add)
-      target = reinterpret_cast<float*>(static_cast<char*>(ctx.workspace) +
-                                        PassPlans::align256(pp.write->workspace()));
+      target = reinterpret_cast<float*>(static_cast<char*>(ctx.workspace) + pp.plans_bytes());
     std::vector<void*> ptrs{x, const_cast<float*>(w), y};
     ptrs[pass == Pass::kForward ? 2 : pass == Pass::kBackwardData ? 0 : 1] = target;
-    const Plan& plan = add && pp.add ? *pp.add : *pp.write;
+    bool aligned = true;
+    for (void* q : ptrs) aligned = aligned && reinterpret_cast<uintptr_t>(q) % 16 == 0;
+    const bool use_add = add && pp.add;
+    const PlanPtr& any = use_add ? pp.add : pp.write;
+    const PlanPtr& a16 = use_add ? pp.add16 : pp.write16;
+    const Plan& plan = aligned && a16 ? *a16 : *any;
     plan.execute(dev_, {kUidX, kUidW, kUidY}, ptrs, ctx.workspace, what_);
     if (target != out) {
       add_into<<<cuda::grid_size(pp.out_elems), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(

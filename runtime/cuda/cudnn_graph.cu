@@ -161,7 +161,8 @@ Desc& Desc::finalize() {
   return *this;
 }
 
-Desc tensor(int64_t uid, const std::vector<int64_t>& dims, const std::string& what) {
+Desc tensor(int64_t uid, const std::vector<int64_t>& dims, const std::string& what,
+            int64_t alignment) {
   std::vector<int64_t> strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
   Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR, what + " (tensor " + std::to_string(uid) + ")");
@@ -170,7 +171,7 @@ Desc tensor(int64_t uid, const std::vector<int64_t>& dims, const std::string& wh
       .set_i64s(CUDNN_ATTR_TENSOR_DIMENSIONS, dims)
       .set_i64s(CUDNN_ATTR_TENSOR_STRIDES, strides)
       .set_i64(CUDNN_ATTR_TENSOR_UNIQUE_ID, uid)
-      .set_i64(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 4)
+      .set_i64(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, alignment)
       .finalize();
   return t;
 }

@@ -70,9 +70,11 @@ class Desc {
 };
 
 /// A float32 tensor descriptor of a packed row-major array with `dims` (at least 3; cuDNN's
-/// convolutions want 4 or 5), unique id `uid`, byte alignment 4 (Loom hands kernels views
-/// at any float offset, e.g. weights laid out back to back in one buffer).
-Desc tensor(int64_t uid, const std::vector<int64_t>& dims, const std::string& what);
+/// convolutions want 4 or 5), unique id `uid`, whose pointers will be aligned to
+/// `alignment` bytes (4 takes any float offset: Loom hands kernels views, e.g. weights laid
+/// out back to back in one buffer; 16 lets cuDNN use engines with vector loads).
+Desc tensor(int64_t uid, const std::vector<int64_t>& dims, const std::string& what,
+            int64_t alignment = 4);
 
 /// A cross-correlation descriptor (what MXNet and cuDNN call convolution) over
 /// `stride.size()` spatial dims, float32 accumulation; pre/post paddings may differ.

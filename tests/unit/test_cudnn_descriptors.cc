@@ -50,6 +50,12 @@ TEST(CudnnDescriptors, ConvolutionOperationsFinalise) {
       Desc op = cuda::dnn::conv_operation(p, d[0], d[1], d[2], d[3], beta, "test");
       EXPECT_FALSE(op.empty());
     }
+  // Tensors promised 16-byte aligned pointers (the plans for aligned arrays).
+  Desc x16 = cuda::dnn::tensor(1, {2, 4, 7, 8}, "test", 16);
+  Desc w16 = cuda::dnn::tensor(2, {6, 2, 3, 2}, "test", 16);
+  Desc y16 = cuda::dnn::tensor(3, {2, 6, 4, 6}, "test", 16);
+  EXPECT_FALSE(
+      cuda::dnn::conv_operation(ConvPass::kForward, x16, w16, y16, d[3], 1.f, "test").empty());
   // 3-D with asymmetric padding (Deconvolution's post-pad): x (1, 2, 5, 6, 7), w (3, 2, 2, 3, 3),
   // pre (1, 1, 1), post (0, 1, 0), stride 2: y (1, 3, 3, 3, 3).
   std::vector<Desc> e;
