@@ -2,15 +2,12 @@
 // outside [0, depth) give a row of off_value. Not differentiable (zero gradient).
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/gather_math.h"
 
 namespace loom {
 namespace {
 
-struct OneHotParam {
-  int64_t depth;
-  double on_value, off_value;
-  std::string dtype;
-};
+using tensor::OneHotParam;  // gather_math.h (shared with gathers.cu)
 const auto kOneHotSchema =
     ParamSchema<OneHotParam>()
         .required("depth", &OneHotParam::depth, "Length of the one-hot dimension.")
@@ -58,10 +55,8 @@ class OneHotKernel final : public Kernel {
       T* y = out[0].data<T>();
       const T on = convert_value<T>(p_.on_value), off = convert_value<T>(p_.off_value);
       for (int64_t i = 0; i < n; ++i) {
-        // MXNet truncates the index toward zero; compared in float so NaN and huge values
-        // never reach an integer cast.
-        const float v = idx[static_cast<size_t>(i)];
-        const int64_t hot = v > -1.f && v < static_cast<float>(depth) ? static_cast<int64_t>(v) : -1;
+        // MXNet truncates the index toward zero (gather_math.h).
+        const int64_t hot = tensor::one_hot_position(idx[static_cast<size_t>(i)], depth);
         T* row = y + i * depth;
         for (int64_t j = 0; j < depth; ++j) tensor::store_t<T>(row + j, req[0], j == hot ? on : off);
       }

@@ -2,17 +2,13 @@
 // clipped into [0, n) (mode clip) or taken modulo n (wrap). The gradient scatters the output
 // gradient back to the picked elements; the index gets none.
 #include "ops/infer.h"
-#include "ops/tensor/index_util.h"
+#include "ops/tensor/gather_math.h"
 #include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
 
-struct PickParam {
-  std::optional<int64_t> axis;
-  bool keepdims;
-  std::string mode;
-};
+using tensor::PickParam;  // gather_math.h (shared with gathers.cu)
 const auto kPickSchema =
     ParamSchema<PickParam>()
         .optional("axis", &PickParam::axis, std::optional<int64_t>(-1),
@@ -21,17 +17,9 @@ const auto kPickSchema =
         .choice("mode", &PickParam::mode, {"clip", "wrap"}, "clip",
                 "Out-of-range indices: clip to the ends, or wrap around.");
 
-// (outer, n, inner) view of data around the axis (the flattened array when axis is None).
-struct Layout3 {
-  int64_t outer, n, inner;
-};
+using tensor::Layout3;
 Layout3 layout_of(const PickParam& p, const Shape& s, const std::string& what) {
-  if (!p.axis) return {1, s.numel(), 1};
-  int ax = tensor::norm_axis(*p.axis, s.ndim(), what);
-  Layout3 l{1, s[ax], 1};
-  for (int i = 0; i < ax; ++i) l.outer *= s[i];
-  for (int i = ax + 1; i < s.ndim(); ++i) l.inner *= s[i];
-  return l;
+  return tensor::pick_layout(p, s, what);
 }
 
 void infer_pick(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
@@ -120,7 +108,7 @@ class PickKernel final : public Kernel {
     }, what_);
     return rows;
   }
-  int64_t which(float v) const { return wrap_ ? tensor::wrap_index(v, l_.n) : tensor::clip_index(v, l_.n); }
+  int64_t which(float v) const { return tensor::index_row(v, l_.n, wrap_); }
   bool wrap_;
   Layout3 l_;
   DType t_;

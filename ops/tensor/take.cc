@@ -3,16 +3,13 @@
 // (wrap), or an error when out of range (raise). The gradient adds each output slice back
 // into the slice it came from; the indices get none.
 #include "ops/infer.h"
-#include "ops/tensor/index_util.h"
+#include "ops/tensor/gather_math.h"
 #include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
 
-struct TakeParam {
-  int64_t axis;
-  std::string mode;
-};
+using tensor::TakeParam;  // gather_math.h (shared with gathers.cu)
 const auto kTakeSchema =
     ParamSchema<TakeParam>()
         .optional("axis", &TakeParam::axis, int64_t{0}, "The axis of a to take along.")
@@ -104,11 +101,11 @@ class TakeKernel final : public Kernel {
   }
   // An index truncated toward zero, then clipped, wrapped or checked.
   int64_t row(float v) const {
-    if (mode_ == Mode::kWrap) return tensor::wrap_index(v, n_);
+    if (mode_ == Mode::kWrap) return tensor::index_row(v, n_, true);
     if (mode_ == Mode::kRaise && !(v > -1.f && v < static_cast<float>(n_)))
       throw Error("node '" + name_ + "' (op take): index " + std::to_string(v) +
                   " is out of range for an axis of size " + std::to_string(n_));
-    return tensor::clip_index(v, n_);
+    return tensor::index_row(v, n_, false);
   }
   enum class Mode { kClip, kWrap, kRaise };
   std::string name_;
