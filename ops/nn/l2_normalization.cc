@@ -4,16 +4,14 @@
 #include <cmath>
 
 #include "ops/infer.h"
+#include "ops/nn/l2_normalization_math.h"
 #include "ops/nn/nn_dtype.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace loom {
 namespace {
 
-struct L2NormParam {
-  float eps;
-  std::string mode;
-};
+using nn::L2NormParam;  // l2_normalization_math.h (shared with norms.cu)
 const auto kL2NormSchema =
     ParamSchema<L2NormParam>()
         .optional("eps", &L2NormParam::eps, 1e-10f, "Added to the sum of squares.")
@@ -21,17 +19,9 @@ const auto kL2NormSchema =
                 "instance: per sample; channel: across channels per position; spatial: "
                 "across positions per channel.");
 
-// The array as (outer, reduced, inner) groups: element (o, r, i) is at (o * R + r) * I + i;
-// each (o, i) pair is one normalised group.
-struct Groups {
-  int64_t outer, reduced, inner;
-};
-Groups groups_of(const std::string& mode, const Shape& s) {
-  int64_t n = s[0], rest = s.numel() / std::max<int64_t>(n, 1);
-  if (mode == "instance") return {n, rest, 1};
-  int64_t c = s[1], spatial = rest / std::max<int64_t>(c, 1);
-  if (mode == "channel") return {n, c, spatial};
-  return {n * c, spatial, 1};  // spatial
+using Groups = nn::L2Groups;
+inline Groups groups_of(const std::string& mode, const Shape& s) {
+  return nn::l2_groups(mode, s);
 }
 
 void infer_l2norm(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
@@ -57,19 +47,11 @@ class L2NormKernel final : public Kernel {
     if (req[0] == Req::kNull) return;
     nn::dispatch_floats(t_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using C = compute_t<T>;
       const T* x = in[0].cdata<T>();
       T* y = out[0].data<T>();
       const bool add = req[0] == Req::kAdd;
       each_group([&](int64_t base, int64_t stride) {
-        double ss = 0;
-        for (int64_t r = 0; r < g_.reduced; ++r) {
-          const double v = double(nn::ld(x, base + r * stride));
-          ss += v * v;
-        }
-        const C inv = static_cast<C>(1.0 / std::sqrt(ss + eps_));
-        for (int64_t r = 0; r < g_.reduced; ++r)
-          nn::st(y, base + r * stride, nn::ld(x, base + r * stride) * inv, add);
+        nn::l2norm_group_forward(x, y, base, stride, g_.reduced, eps_, add);
       });
     }, what_);
   }
@@ -79,25 +61,11 @@ class L2NormKernel final : public Kernel {
     if (req[0] == Req::kNull) return;
     nn::dispatch_floats(t_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using C = compute_t<T>;
       const T *x = in[0].cdata<T>(), *g = og[0].cdata<T>();
       T* dx = ig[0].data<T>();
       const bool add = req[0] == Req::kAdd;
       each_group([&](int64_t base, int64_t stride) {
-        double ss = 0, gx = 0;
-        for (int64_t r = 0; r < g_.reduced; ++r) {
-          const int64_t k = base + r * stride;
-          const double xv = double(nn::ld(x, k));
-          ss += xv * xv;
-          gx += double(nn::ld(g, k)) * xv;
-        }
-        const double norm2 = ss + eps_, inv = 1.0 / std::sqrt(norm2);
-        // dx = g / n - x * sum(g x) / n^3
-        const C a = static_cast<C>(inv), b = static_cast<C>(gx * inv / norm2);
-        for (int64_t r = 0; r < g_.reduced; ++r) {
-          const int64_t k = base + r * stride;
-          nn::st(dx, k, nn::ld(g, k) * a - nn::ld(x, k) * b, add);
-        }
+        nn::l2norm_group_backward(x, g, dx, base, stride, g_.reduced, eps_, add);
       });
     }, what_);
   }

@@ -1,10 +1,12 @@
-// GPU kernels of LayerNorm, GroupNorm and InstanceNorm (registered by layer_norm.cc,
-// group_norm.cc, instance_norm.cc): the layouts of those files and the per-group and
-// per-element functions of group_norm_math.h, which the CPU kernel runs, in double. One
+// GPU kernels of LayerNorm, GroupNorm, InstanceNorm and L2Normalization (registered by
+// layer_norm.cc, group_norm.cc, instance_norm.cc, l2_normalization.cc): the layouts of those
+// files and the per-group and per-element functions of group_norm_math.h and
+// l2_normalization_math.h, which the CPU kernels run, in double. One
 // thread per group computes its statistics (and gradient sums) into the workspace; the
 // element passes are then one thread per element. Gamma and beta gradients: one thread per
 // gamma element, summing in the CPU's order (same double result).
 #include "ops/nn/group_norm_math.h"
+#include "ops/nn/l2_normalization_math.h"
 #include "runtime/cuda/elementwise.cuh"
 
 namespace loom {
@@ -148,6 +150,59 @@ template <GroupNormLayout (*kLayout)(const KernelArgs&)>
 std::unique_ptr<Kernel> make_norm(const KernelArgs& a) {
   return std::make_unique<GroupAffineNormGpuKernel>(a, kLayout(a));
 }
+
+// ---- L2Normalization: one thread per group over the functions of l2_normalization_math.h ----
+
+__global__ void l2norm_fwd(nn::L2Groups g, const float* x, float* y, double eps, int add) {
+  LOOM_GRID_LOOP(k, g.outer * g.inner) {
+    const int64_t o = k / g.inner, i = k % g.inner;
+    nn::l2norm_group_forward(x, y, o * g.reduced * g.inner + i, g.inner, g.reduced, eps, add);
+  }
+}
+
+__global__ void l2norm_bwd(nn::L2Groups g, const float* x, const float* gr, float* dx,
+                           double eps, int add) {
+  LOOM_GRID_LOOP(k, g.outer * g.inner) {
+    const int64_t o = k / g.inner, i = k % g.inner;
+    nn::l2norm_group_backward(x, gr, dx, o * g.reduced * g.inner + i, g.inner, g.reduced, eps,
+                              add);
+  }
+}
+
+class L2NormGpuKernel final : public Kernel {
+ public:
+  explicit L2NormGpuKernel(const KernelArgs& a)
+      : eps_(a.attrs.param<nn::L2NormParam>().eps),
+        g_(nn::l2_groups(a.attrs.param<nn::L2NormParam>().mode, a.in_shapes[0])) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    const int64_t groups = g_.outer * g_.inner;
+    if (req[0] == Req::kNull || groups == 0) return;
+    l2norm_fwd<<<cuda::grid_size(groups), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        g_, in[0].data<float>(), out[0].data<float>(), eps_, req[0] == Req::kAdd);
+    cuda::check_launch("l2norm_fwd");
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    const int64_t groups = g_.outer * g_.inner;
+    if (req[0] == Req::kNull || groups == 0) return;
+    l2norm_bwd<<<cuda::grid_size(groups), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        g_, in[0].data<float>(), og[0].data<float>(), ig[0].data<float>(), eps_,
+        req[0] == Req::kAdd);
+    cuda::check_launch("l2norm_bwd");
+  }
+
+ private:
+  double eps_;
+  nn::L2Groups g_;
+};
+
+LOOM_REGISTER_OP("L2Normalization").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<L2NormGpuKernel>(a));
+});
 
 LOOM_REGISTER_OP("LayerNorm").kernel(DeviceType::kGPU, make_norm<nn::layer_norm_layout>);
 LOOM_REGISTER_OP("GroupNorm").kernel(DeviceType::kGPU, make_norm<nn::group_norm_layout>);
