@@ -5,6 +5,7 @@
 
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/gather_math.h"
 
 namespace loom {
 namespace {
@@ -91,8 +92,7 @@ class BatchTakeKernel final : public Kernel {
           const I* p = idx.cdata<I>();
           for (int64_t i = 0; i < n_; ++i) {
             const double v = static_cast<double>(tensor::to_c(p[i]));
-            const int64_t j = static_cast<int64_t>(v);  // truncates toward zero, as MXNet's cast
-            c[static_cast<size_t>(i)] = std::clamp<int64_t>(j, 0, m_ - 1);
+            c[static_cast<size_t>(i)] = tensor::batch_take_column(v, m_);  // gather_math.h
           }
         },
         what_);

@@ -1,5 +1,5 @@
-// Parameters and index rules of take, pick and one_hot, shared by their CPU kernels (take.cc,
-// pick.cc, one_hot.cc) and the CUDA kernels (gathers.cu).
+// Parameters and index rules of take, pick, one_hot and batch_take, shared by their CPU kernels
+// (take.cc, pick.cc, one_hot.cc, batch_take.cc) and the CUDA kernels (gathers.cu).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,13 @@ LOOM_HD int64_t index_row(float v, int64_t n, bool wrap) {
 /// outside [0, depth). Compared in float so NaN and huge values never reach an integer cast.
 LOOM_HD int64_t one_hot_position(float v, int64_t depth) {
   return v > -1.f && v < static_cast<float>(depth) ? static_cast<int64_t>(v) : -1;
+}
+
+/// batch_take's column for index value v in a row of m: truncated toward zero (MXNet's
+/// cast), then clamped into [0, m).
+LOOM_HD int64_t batch_take_column(double v, int64_t m) {
+  const int64_t j = static_cast<int64_t>(v);
+  return j < 0 ? 0 : j > m - 1 ? m - 1 : j;
 }
 
 /// The (outer, n, inner) view of data around an axis (the flattened array without one).

@@ -1,5 +1,5 @@
-// GPU kernels of take, pick, one_hot (index rules of gather_math.h, the CPU kernels') and
-// where (registered by take.cc, pick.cc, one_hot.cc, where.cc). float32 data and float32
+// GPU kernels of take, pick, one_hot, batch_take (index rules of gather_math.h, the CPU
+// kernels') and where (registered by take.cc, pick.cc, one_hot.cc, batch_take.cc, where.cc). float32 data and float32
 // indices/conditions; take's mode 'raise' needs a host check and is refused on the GPU.
 // Gradients scatter with atomic adds where indices may repeat (take, pick): summed in another
 // order than the CPU's.
@@ -216,6 +216,50 @@ class WhereGpuKernel final : public Kernel {
   int64_t n_, row_;
 };
 
+// ---- batch_take: out[i] = a[i, column(indices[i])] for a (N, M) ----
+
+__global__ void batch_take_fwd(const float* x, const float* idx, float* y, int64_t n, int64_t m,
+                               int add) {
+  LOOM_GRID_LOOP(i, n)
+  math::assign_req(y + i, add, x[i * m + tensor::batch_take_column(idx[i], m)]);
+}
+// One element per row: no two outputs share a source, so plain adds suffice.
+__global__ void batch_take_bwd(const float* g, const float* idx, float* dx, int64_t n,
+                               int64_t m) {
+  LOOM_GRID_LOOP(i, n) dx[i * m + tensor::batch_take_column(idx[i], m)] += g[i];
+}
+
+class BatchTakeGpuKernel final : public Kernel {
+ public:
+  explicit BatchTakeGpuKernel(const KernelArgs& a)
+      : n_(a.in_shapes[0][0]), m_(a.in_shapes[0][1]) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    batch_take_fwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        in[0].data<float>(), in[1].data<float>(), out[0].data<float>(), n_, m_,
+        req[0] == Req::kAdd);
+    cuda::check_launch("batch_take_fwd");
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    cudaStream_t s = cuda::stream_of(ctx);
+    if (req.size() > 1 && !ig[1].is_none()) memset_if_write(ig[1], req[1], s);
+    if (req[0] == Req::kNull) return;
+    memset_if_write(ig[0], req[0], s);
+    if (n_ == 0) return;
+    batch_take_bwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(
+        og[0].data<float>(), in[1].data<float>(), ig[0].data<float>(), n_, m_);
+    cuda::check_launch("batch_take_bwd");
+  }
+
+ private:
+  int64_t n_, m_;
+};
+
 template <class K>
 KernelFactory make() {
   return [](const KernelArgs& a) -> std::unique_ptr<Kernel> { return std::make_unique<K>(a); };
@@ -225,6 +269,7 @@ LOOM_REGISTER_OP("take").kernel(DeviceType::kGPU, make<TakeGpuKernel>());
 LOOM_REGISTER_OP("pick").kernel(DeviceType::kGPU, make<PickGpuKernel>());
 LOOM_REGISTER_OP("one_hot").kernel(DeviceType::kGPU, make<OneHotGpuKernel>());
 LOOM_REGISTER_OP("where").kernel(DeviceType::kGPU, make<WhereGpuKernel>());
+LOOM_REGISTER_OP("batch_take").kernel(DeviceType::kGPU, make<BatchTakeGpuKernel>());
 
 }  // namespace
 }  // namespace loom

@@ -1,5 +1,5 @@
-// GPU kernels of Concat, SliceChannel and slice_axis (registered by concat.cc and
-// slice_channel.cc): the
+// GPU kernels of Concat, SliceChannel, slice_axis and stack (registered by concat.cc,
+// slice_channel.cc and stack.cc): the
 // row views of split_concat.h, which the CPU kernels use, moved with cudaMemcpy2DAsync (any
 // dtype) or, to add, a float32 kernel.
 #include "ops/tensor/split_concat.h"
@@ -175,6 +175,50 @@ LOOM_REGISTER_OP("slice_axis").kernel(DeviceType::kGPU, [](const KernelArgs& a) 
 });
 LOOM_REGISTER_OP("SliceChannel").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
   return std::unique_ptr<Kernel>(std::make_unique<SliceChannelGpuKernel>(a));
+});
+
+// stack: input k is rows of `inner` elements landing every n*inner elements of the output.
+class StackGpuKernel final : public Kernel {
+ public:
+  explicit StackGpuKernel(const KernelArgs& a) : elem_(element_size(a)), t_(a.in_types[0]) {
+    std::tie(outer_, inner_) = tensor::stack_rows(
+        a.attrs.param<tensor::StackParam>(), a.in_shapes[0],
+        "op stack (node " + a.attrs.name + "): axis");
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    require_add_f32(req[0], t_, "stack");
+    cudaStream_t s = cuda::stream_of(ctx);
+    char* y = static_cast<char*>(out[0].raw());
+    const int64_t n = static_cast<int64_t>(in.size());
+    for (int64_t k = 0; k < n; ++k)
+      move_rows(s, in[static_cast<size_t>(k)].raw(), inner_,
+                y + k * inner_ * static_cast<int64_t>(elem_), n * inner_, outer_, inner_, elem_,
+                req[0]);
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray>,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    cudaStream_t s = cuda::stream_of(ctx);
+    const char* g = static_cast<const char*>(og[0].raw());
+    const int64_t n = static_cast<int64_t>(ig.size());
+    for (int64_t k = 0; k < n; ++k) {
+      const Req r = req[static_cast<size_t>(k)];
+      require_add_f32(r, t_, "stack");
+      if (r != Req::kNull)
+        move_rows(s, g + k * inner_ * static_cast<int64_t>(elem_), n * inner_,
+                  ig[static_cast<size_t>(k)].raw(), inner_, outer_, inner_, elem_, r);
+    }
+  }
+
+ private:
+  size_t elem_;
+  DType t_;
+  int64_t outer_ = 1, inner_ = 1;
+};
+
+LOOM_REGISTER_OP("stack").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<StackGpuKernel>(a));
 });
 
 }  // namespace

@@ -7,12 +7,29 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/infer.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace loom::tensor {
+
+/// stack's parameters (stack.cc declares the schema; split_concat.cu runs it on the GPU).
+struct StackParam {
+  int num_args;
+  int64_t axis;
+};
+/// stack's (outer, inner) view: input k fills the k-th inner block of every outer row of the
+/// output.
+inline std::pair<int64_t, int64_t> stack_rows(const StackParam& p, const Shape& in,
+                                              const std::string& what) {
+  const int ax = norm_axis(p.axis, in.ndim() + 1, what);
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < ax; ++d) outer *= in[d];
+  for (int d = ax; d < in.ndim(); ++d) inner *= in[d];
+  return {outer, inner};
+}
 
 struct ConcatParam {
   int num_args, dim;

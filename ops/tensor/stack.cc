@@ -1,15 +1,15 @@
 // stack(num_args, axis): joins num_args arrays of one shape along a new axis. The gradient
 // hands each input its slice of the output gradient.
+#include <tuple>
+
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/split_concat.h"
 
 namespace loom {
 namespace {
 
-struct StackParam {
-  int num_args;
-  int64_t axis;
-};
+using tensor::StackParam;  // split_concat.h (shared with split_concat.cu)
 const auto kStackSchema = ParamSchema<StackParam>()
                               .required("num_args", &StackParam::num_args, "Number of inputs.")
                               .optional("axis", &StackParam::axis, int64_t{0},
@@ -42,10 +42,8 @@ class StackKernel final : public Kernel {
   explicit StackKernel(const KernelArgs& a)
       : t_(tensor::check_dtypes(a, tensor::kNumericDTypes | tensor::dtype_bit(DType::kBool))),
         what_(tensor::node_label(a)) {
-    const Shape& s = a.in_shapes[0];
-    int ax = tensor::norm_axis(a.attrs.param<StackParam>().axis, s.ndim() + 1, "axis");
-    for (int d = 0; d < ax; ++d) outer_ *= s[d];
-    for (int d = ax; d < s.ndim(); ++d) inner_ *= s[d];
+    std::tie(outer_, inner_) =
+        tensor::stack_rows(a.attrs.param<StackParam>(), a.in_shapes[0], "axis");
     n_ = static_cast<int64_t>(a.in_shapes.size());
   }
   // The output as (outer, n, inner): input k fills the k-th inner block of every outer row.
