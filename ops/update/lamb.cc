@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/update/more_steps.h"
 #include "ops/update/update_util.h"
 
 namespace loom {
@@ -19,13 +20,7 @@ using update::clip;
 using update::clip_bound;
 using update::f32;
 
-struct LambPhase1Param {
-  double beta1, beta2, epsilon;
-  int t;
-  bool bias_correction;
-  double wd, rescale_grad, clip_gradient;
-  bool t_input;
-};
+using update::LambPhase1Param;  // more_steps.h, with the steps (shared with optimizers.cu)
 const auto kPhase1Schema =
     ParamSchema<LambPhase1Param>()
         .optional("beta1", &LambPhase1Param::beta1, 0.9, update::kDocBeta1)
@@ -42,10 +37,7 @@ const auto kPhase1Schema =
                   "instead of the attribute (training-step graphs). Off by default: MXNet's "
                   "op.");
 
-struct LambPhase2Param {
-  double lr, lower_bound, upper_bound;
-  bool lr_input;
-};
+using update::LambPhase2Param;
 const auto kPhase2Schema =
     ParamSchema<LambPhase2Param>()
         .required("lr", &LambPhase2Param::lr, update::kDocLr)
@@ -64,23 +56,12 @@ class LambPhase1Kernel final : public update::UpdateKernel<LambPhase1Param> {
     const float* g = in[1].data<float>();
     float* mean = in[2].data<float>();
     float* var = in[3].data<float>();
-    const float b1 = f32(p_.beta1), b2 = f32(p_.beta2), eps = f32(p_.epsilon), wd = f32(p_.wd);
-    const float rs = f32(p_.rescale_grad), c = clip_bound(p_.clip_gradient);
-    // βᵗ as MXNet computes it (std::pow in double, rounded to float); 1 without correction.
-    float c1 = 1.f, c2 = 1.f;
-    if (p_.bias_correction) {
-      const double t = p_.t_input ? std::round(double{in[4].data<float>()[0]}) : double(p_.t);
-      c1 = static_cast<float>(1.0 - static_cast<float>(std::pow(double{b1}, t)));
-      c2 = static_cast<float>(1.0 - static_cast<float>(std::pow(double{b2}, t)));
-    }
-    update::apply(out[0].data<float>(), req[0], r, [=](int64_t i) {
-      const float gr = clip(g[i] * rs, c);
-      const float m = b1 * mean[i] + (1.f - b1) * gr;
-      const float v = b2 * var[i] + (1.f - b2) * gr * gr;
-      mean[i] = m;
-      var[i] = v;
-      return (m / c1) / (std::sqrt(v / c2) + eps) + wd * w[i];
-    });
+    const update::LambPhase1Step step(p_);
+    float c1, c2;
+    step.corrections(p_.t_input ? std::round(double{in[4].data<float>()[0]}) : double(p_.t), c1,
+                     c2);
+    update::apply(out[0].data<float>(), req[0], r,
+                  [=](int64_t i) { return step(c1, c2, w[i], g[i], mean[i], var[i]); });
   }
 };
 
@@ -91,12 +72,9 @@ class LambPhase2Kernel final : public update::UpdateKernel<LambPhase2Param> {
            std::span<const NDArray> out, update::Range r) override {
     const float* w = in[0].data<float>();
     const float* g = in[1].data<float>();
-    float r1 = in[2].data<float>()[0];
-    const float r2 = in[3].data<float>()[0];
-    if (p_.lower_bound >= 0) r1 = std::max(r1, f32(p_.lower_bound));
-    if (p_.upper_bound >= 0) r1 = std::min(r1, f32(p_.upper_bound));
     const float base = update::scalar_or(in, 4, p_.lr_input, p_.lr);
-    const float lr = (r1 == 0.f || r2 == 0.f) ? base : base * r1 / r2;
+    const float lr =
+        update::LambPhase2Rate(p_)(base, in[2].data<float>()[0], in[3].data<float>()[0]);
     update::apply(out[0].data<float>(), req[0], r,
                   [=](int64_t i) { return w[i] - lr * g[i]; });
   }

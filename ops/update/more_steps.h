@@ -31,6 +31,17 @@ struct FTMLParam {
 struct FtrlParam {
   double lr, lamda1, beta, wd, rescale_grad, clip_gradient;
 };
+struct LambPhase1Param {
+  double beta1, beta2, epsilon;
+  int t;
+  bool bias_correction;
+  double wd, rescale_grad, clip_gradient;
+  bool t_input;
+};
+struct LambPhase2Param {
+  double lr, lower_bound, upper_bound;
+  bool lr_input;
+};
 
 /// −1, 0 or 1.
 LOOM_HD float sgn(float v) { return static_cast<float>((v > 0.f) - (v < 0.f)); }
@@ -169,6 +180,53 @@ struct FtrlStep {
     n += gi * gi;
     const float keep = math::fn::fabs(z) > l1 ? 1.f : 0.f;
     return (sgn(z) * l1 - z) / ((beta + math::fn::sqrt(n)) / lr + wd) * keep;
+  }
+};
+
+/// lamb_update_phase1: Adam's moments of g = clip(rs·grad), then the direction
+/// (mean/c1)/(√(var/c2) + ε) + wd·w, with c1 = 1 − β1ᵗ, c2 = 1 − β2ᵗ (1 without correction).
+struct LambPhase1Step {
+  float b1, b2, eps, wd, rs, c;
+  bool bias;
+  explicit LambPhase1Step(const LambPhase1Param& p)
+      : b1(static_cast<float>(p.beta1)),
+        b2(static_cast<float>(p.beta2)),
+        eps(static_cast<float>(p.epsilon)),
+        wd(static_cast<float>(p.wd)),
+        rs(static_cast<float>(p.rescale_grad)),
+        c(clip_bound(p.clip_gradient)),
+        bias(p.bias_correction) {}
+  /// c1 and c2 for step t as MXNet computes them (βᵗ by pow in double, rounded to float).
+  LOOM_HD void corrections(double t, float& c1, float& c2) const {
+    c1 = c2 = 1.f;
+    if (!bias) return;
+    c1 = static_cast<float>(1.0 - static_cast<float>(math::fn::pow(double{b1}, t)));
+    c2 = static_cast<float>(1.0 - static_cast<float>(math::fn::pow(double{b2}, t)));
+  }
+  LOOM_HD float operator()(float c1, float c2, float w, float g, float& mean, float& var) const {
+    const float gr = clip(g * rs, c);
+    const float m = b1 * mean + (1.f - b1) * gr;
+    const float v = b2 * var + (1.f - b2) * gr * gr;
+    mean = m;
+    var = v;
+    return (m / c1) / (math::fn::sqrt(v / c2) + eps) + wd * w;
+  }
+};
+
+/// lamb_update_phase2's rate: r1 bounded by lower/upper (when >= 0), then base·r1/r2, or
+/// base when r1 or r2 is 0; the step is w − rate·g.
+struct LambPhase2Rate {
+  float lo, hi;
+  bool has_lo, has_hi;
+  explicit LambPhase2Rate(const LambPhase2Param& p)
+      : lo(static_cast<float>(p.lower_bound)),
+        hi(static_cast<float>(p.upper_bound)),
+        has_lo(p.lower_bound >= 0),
+        has_hi(p.upper_bound >= 0) {}
+  LOOM_HD float operator()(float base, float r1, float r2) const {
+    if (has_lo) r1 = r1 < lo ? lo : r1;  // std::max's rule
+    if (has_hi) r1 = hi < r1 ? hi : r1;  // std::min's rule
+    return (r1 == 0.f || r2 == 0.f) ? base : base * r1 / r2;
   }
 };
 

@@ -1,10 +1,11 @@
 // GPU kernels of rmsprop_update, rmspropalex_update (registered by rmsprop.cc), adamw_update,
-// _adamw_update (adam.cc), signsgd_update, signum_update, ftml_update and ftrl_update
-// (sign_ftml_ftrl.cc): grid-stride
+// _adamw_update (adam.cc), signsgd_update, signum_update, ftml_update, ftrl_update
+// (sign_ftml_ftrl.cc), lamb_update_phase1 and lamb_update_phase2 (lamb.cc): grid-stride
 // passes over the steps of more_steps.h, which the CPU kernels run. Tensor scalars (lr / eta
-// with lr_input, _adamw_update's rescale_grad) are read on the device, and so is the node's
-// predicate when it is predicated (runtime/cuda/predicate.cuh: every launch returns early
-// while it is 0), so these nodes need no host round trip and can be captured in CUDA Graphs.
+// with lr_input, _adamw_update's rescale_grad, LAMB's t and norms) are read on the device,
+// and so is the node's predicate when it is predicated (runtime/cuda/predicate.cuh: every
+// launch returns early while it is 0), so these nodes need no host round trip and can be
+// captured in CUDA Graphs.
 #include "ops/update/more_steps.h"
 #include "runtime/cuda/elementwise.cuh"
 #include "runtime/cuda/predicate.cuh"
@@ -78,6 +79,24 @@ __global__ void ftrl_kernel(const float* pred, update::FtrlStep step, const floa
                             int req) {
   if (cuda::skip(pred)) return;
   LOOM_GRID_LOOP(i, count) store_req(out + i, req, step(w[i], g[i], z[i], n[i]));
+}
+
+// t_in: the update count on the device (t_input), else the attribute t.
+__global__ void lamb1_kernel(const float* pred, update::LambPhase1Step step, double t,
+                             const float* t_in, const float* w, const float* g, float* mean,
+                             float* var, float* out, int64_t count, int req) {
+  if (cuda::skip(pred)) return;
+  float c1, c2;
+  step.corrections(t_in ? math::fn::round(static_cast<double>(*t_in)) : t, c1, c2);
+  LOOM_GRID_LOOP(i, count) store_req(out + i, req, step(c1, c2, w[i], g[i], mean[i], var[i]));
+}
+
+__global__ void lamb2_kernel(const float* pred, update::LambPhase2Rate rate, float lr,
+                             const float* lr_in, const float* r1, const float* r2,
+                             const float* w, const float* g, float* out, int64_t count, int req) {
+  if (cuda::skip(pred)) return;
+  const float k = rate(lr_in ? *lr_in : lr, *r1, *r2);
+  LOOM_GRID_LOOP(i, count) store_req(out + i, req, w[i] - k * g[i]);
 }
 
 // The common part: float32 check, parameters, element count, the device predicate.
@@ -190,6 +209,34 @@ class FtrlGpuKernel final : public UpdateGpuKernel<update::FtrlParam> {
   }
 };
 
+class LambPhase1GpuKernel final : public UpdateGpuKernel<update::LambPhase1Param> {
+ public:
+  using UpdateGpuKernel::UpdateGpuKernel;
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0) return;
+    lamb1_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        cuda::pred_of(ctx), update::LambPhase1Step(p_), static_cast<double>(p_.t),
+        p_.t_input ? in[4].data<float>() : nullptr, in[0].data<float>(), in[1].data<float>(),
+        in[2].data<float>(), in[3].data<float>(), out[0].data<float>(), n_, req_code(req[0]));
+    cuda::check_launch("lamb1_kernel");
+  }
+};
+
+class LambPhase2GpuKernel final : public UpdateGpuKernel<update::LambPhase2Param> {
+ public:
+  using UpdateGpuKernel::UpdateGpuKernel;
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (n_ == 0) return;
+    lamb2_kernel<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        cuda::pred_of(ctx), update::LambPhase2Rate(p_), static_cast<float>(p_.lr),
+        p_.lr_input ? in[4].data<float>() : nullptr, in[2].data<float>(), in[3].data<float>(),
+        in[0].data<float>(), in[1].data<float>(), out[0].data<float>(), n_, req_code(req[0]));
+    cuda::check_launch("lamb2_kernel");
+  }
+};
+
 template <class K>
 KernelFactory make() {
   return [](const KernelArgs& a) -> std::unique_ptr<Kernel> { return std::make_unique<K>(a); };
@@ -203,6 +250,8 @@ LOOM_REGISTER_OP("signsgd_update").kernel(DeviceType::kGPU, make<SignSGDGpuKerne
 LOOM_REGISTER_OP("signum_update").kernel(DeviceType::kGPU, make<SignumGpuKernel>());
 LOOM_REGISTER_OP("ftml_update").kernel(DeviceType::kGPU, make<FTMLGpuKernel>());
 LOOM_REGISTER_OP("ftrl_update").kernel(DeviceType::kGPU, make<FtrlGpuKernel>());
+LOOM_REGISTER_OP("lamb_update_phase1").kernel(DeviceType::kGPU, make<LambPhase1GpuKernel>());
+LOOM_REGISTER_OP("lamb_update_phase2").kernel(DeviceType::kGPU, make<LambPhase2GpuKernel>());
 
 }  // namespace
 }  // namespace loom
