@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "ops/infer.h"
+#include "ops/nn/moments_math.h"
 #include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
@@ -48,25 +49,8 @@ class MomentsKernel final : public Kernel {
  public:
   explicit MomentsKernel(const KernelArgs& a)
       : t_(tensor::check_dtypes(a, tensor::kFloatDTypes)), what_(tensor::node_label(a)) {
-    const Shape& s = a.in_shapes[0];
-    Shape o;
-    const auto red = reduced_axes(a.attrs, s, &o);
-    // Output index of every input element.
-    const int64_t n = s.numel();
-    slot_.resize(static_cast<size_t>(n));
-    std::vector<int64_t> idx(static_cast<size_t>(s.ndim()), 0);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t q = 0;
-      for (int d = 0; d < s.ndim(); ++d)
-        if (!red[static_cast<size_t>(d)]) q = q * s[d] + idx[static_cast<size_t>(d)];
-      slot_[static_cast<size_t>(i)] = q;
-      for (int d = s.ndim() - 1; d >= 0; --d) {
-        if (++idx[static_cast<size_t>(d)] < s[d]) break;
-        idx[static_cast<size_t>(d)] = 0;
-      }
-    }
-    n_out_ = o.numel();
-    count_ = n / n_out_;
+    view_ = nn::moments_view_of(a);
+    n_out_ = view_.n_out;
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
@@ -99,13 +83,11 @@ class MomentsKernel final : public Kernel {
           const auto gv = tensor::reader<T>(og[1]);
           std::vector<double> mean, var;
           stats(x, mean, var);
-          const double inv = 1.0 / static_cast<double>(count_);
           tensor::write_t<T>(ig[0].data<T>(), req[0], ig[0].size(), [&](int64_t i) {
-            const int64_t o = slot_[static_cast<size_t>(i)];
+            const int64_t o = view_.slot(i);
             const double d =
-                static_cast<double>(gm[o]) * inv +
-                static_cast<double>(gv[o]) * 2.0 *
-                    (static_cast<double>(tensor::to_c(x[i])) - mean[static_cast<size_t>(o)]) * inv;
+                view_.grad(static_cast<double>(tensor::to_c(x[i])), mean[static_cast<size_t>(o)],
+                           static_cast<double>(gm[o]), static_cast<double>(gv[o]));
             return tensor::from_c<T>(static_cast<compute_t<T>>(d));
           });
         },
@@ -113,23 +95,16 @@ class MomentsKernel final : public Kernel {
   }
 
  private:
+  // Every output's mean and variance (moments_math.h, the GPU kernel's per-output code).
   template <class T>
   void stats(const T* x, std::vector<double>& mean, std::vector<double>& var) const {
     mean.assign(static_cast<size_t>(n_out_), 0.0);
     var.assign(static_cast<size_t>(n_out_), 0.0);
-    const double inv = 1.0 / static_cast<double>(count_);
-    for (size_t i = 0; i < slot_.size(); ++i)
-      mean[static_cast<size_t>(slot_[i])] += tensor::to_c(x[i]);
-    for (auto& m : mean) m *= inv;
-    for (size_t i = 0; i < slot_.size(); ++i) {
-      const double d =
-          static_cast<double>(tensor::to_c(x[i])) - mean[static_cast<size_t>(slot_[i])];
-      var[static_cast<size_t>(slot_[i])] += d * d;
-    }
-    for (auto& v : var) v *= inv;
+    for (int64_t o = 0; o < n_out_; ++o)
+      view_.stats(x, o, mean[static_cast<size_t>(o)], var[static_cast<size_t>(o)]);
   }
-  std::vector<int64_t> slot_;
-  int64_t n_out_ = 1, count_ = 1;
+  nn::MomentsView view_;
+  int64_t n_out_ = 1;
   DType t_;
   std::string what_;
 };
@@ -152,4 +127,11 @@ LOOM_REGISTER_OP("moments")
     .sample({.attrs = {{"axes", "(0, 1)"}}, .in_shapes = {{3, 5}}});
 
 }  // namespace
+
+nn::MomentsView nn::moments_view_of(const KernelArgs& a) {
+  Shape o;
+  const auto red = reduced_axes(a.attrs, a.in_shapes[0], &o);
+  return moments_view(a.in_shapes[0], red, tensor::node_label(a));
+}
+
 }  // namespace loom

@@ -1,12 +1,13 @@
-// GPU kernels of LayerNorm, GroupNorm, InstanceNorm and L2Normalization (registered by
-// layer_norm.cc, group_norm.cc, instance_norm.cc, l2_normalization.cc): the layouts of those
-// files and the per-group and per-element functions of group_norm_math.h and
-// l2_normalization_math.h, which the CPU kernels run, in double. One
+// GPU kernels of LayerNorm, GroupNorm, InstanceNorm, L2Normalization and moments (registered
+// by layer_norm.cc, group_norm.cc, instance_norm.cc, l2_normalization.cc, moments.cc): the
+// layouts of those files and the per-group and per-element functions of group_norm_math.h,
+// l2_normalization_math.h and moments_math.h, which the CPU kernels run, in double. One
 // thread per group computes its statistics (and gradient sums) into the workspace; the
 // element passes are then one thread per element. Gamma and beta gradients: one thread per
 // gamma element, summing in the CPU's order (same double result).
 #include "ops/nn/group_norm_math.h"
 #include "ops/nn/l2_normalization_math.h"
+#include "ops/nn/moments_math.h"
 #include "runtime/cuda/elementwise.cuh"
 
 namespace loom {
@@ -202,6 +203,77 @@ class L2NormGpuKernel final : public Kernel {
 
 LOOM_REGISTER_OP("L2Normalization").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
   return std::unique_ptr<Kernel>(std::make_unique<L2NormGpuKernel>(a));
+});
+
+// ---- moments: one thread per output for the statistics (moments_math.h), in double ----
+
+__global__ void moments_stats(nn::MomentsView v, const float* x, double* mean, double* var,
+                              float* mean_out, int mean_req, float* var_out, int var_req) {
+  LOOM_GRID_LOOP(o, v.n_out) {
+    double m, s;
+    v.stats(x, o, m, s);
+    mean[o] = m;
+    var[o] = s;
+    if (mean_req != 2) math::assign_req(mean_out + o, mean_req, static_cast<float>(m));
+    if (var_req != 2) math::assign_req(var_out + o, var_req, static_cast<float>(s));
+  }
+}
+
+__global__ void moments_dx(nn::MomentsView v, const float* x, const double* mean,
+                           const float* gm, const float* gv, float* dx, int64_t n, int add) {
+  LOOM_GRID_LOOP(i, n) {
+    const int64_t o = v.slot(i);
+    const double d = v.grad(x[i], mean[o], gm ? gm[o] : 0.0, gv ? gv[o] : 0.0);
+    math::assign_req(dx + i, add, static_cast<float>(d));
+  }
+}
+
+class MomentsGpuKernel final : public Kernel {
+ public:
+  explicit MomentsGpuKernel(const KernelArgs& a)
+      : v_(nn::moments_view_of(a)), n_(a.in_shapes[0].numel()) {
+    cuda::require_float32(a);
+  }
+  size_t workspace_bytes() const override {
+    return 2 * static_cast<size_t>(v_.n_out) * sizeof(double);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    auto ptr = [&](size_t k) { return req[k] == Req::kNull ? nullptr : out[k].data<float>(); };
+    launch_stats(ctx, in[0].data<float>(), ptr(0), code(req[0]), ptr(1), code(req[1]));
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    const float* x = in[0].data<float>();
+    launch_stats(ctx, x, nullptr, 2, nullptr, 2);
+    auto head = [&](size_t k) -> const float* {
+      return og.size() > k && !og[k].is_none() ? og[k].data<float>() : nullptr;
+    };
+    moments_dx<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        v_, x, static_cast<const double*>(ctx.workspace), head(0), head(1), ig[0].data<float>(),
+        n_, req[0] == Req::kAdd);
+    cuda::check_launch("moments_dx");
+  }
+
+ private:
+  static int code(Req r) { return r == Req::kNull ? 2 : r == Req::kAdd ? 1 : 0; }
+  void launch_stats(const OpContext& ctx, const float* x, float* mean_out, int mean_req,
+                    float* var_out, int var_req) {
+    if (v_.n_out == 0) return;
+    double* mean = static_cast<double*>(ctx.workspace);
+    moments_stats<<<cuda::grid_size(v_.n_out), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        v_, x, mean, mean + v_.n_out, mean_out, mean_req, var_out, var_req);
+    cuda::check_launch("moments_stats");
+  }
+
+  nn::MomentsView v_;
+  int64_t n_;
+};
+
+LOOM_REGISTER_OP("moments").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<MomentsGpuKernel>(a));
 });
 
 LOOM_REGISTER_OP("LayerNorm").kernel(DeviceType::kGPU, make_norm<nn::layer_norm_layout>);
