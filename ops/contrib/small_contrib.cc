@@ -12,6 +12,7 @@
 
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/unary_extra_math.h"
 
 namespace loom {
 namespace {
@@ -38,11 +39,10 @@ class DivSqrtDimKernel final : public Kernel {
   void apply(const NDArray& src, const NDArray& dst, Req req) {
     tensor::dispatch_float(t_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using C = compute_t<T>;
       const T* x = src.data<T>();
-      const C s = static_cast<C>(scale_);
+      const math::Scale f{scale_};
       tensor::write_t<T>(dst.data<T>(), req, src.size(),
-                         [=](int64_t i) { return tensor::from_c<T>(tensor::to_c(x[i]) * s); });
+                         [=](int64_t i) { return tensor::from_c<T>(f.f(tensor::to_c(x[i]))); });
     }, what_);
   }
   DType t_;
@@ -50,9 +50,7 @@ class DivSqrtDimKernel final : public Kernel {
   double scale_ = 1;
 };
 
-struct QuadraticParam {
-  float a, b, c;
-};
+using tensor::QuadraticParam;  // unary_extra_math.h (shared with clip_ops.cu)
 const auto kQuadraticSchema =
     ParamSchema<QuadraticParam>()
         .optional("a", &QuadraticParam::a, 0.f, "Coefficient of the quadratic term in the quadratic function.")
@@ -69,13 +67,10 @@ class QuadraticKernel final : public Kernel {
                std::span<const NDArray> out) override {
     tensor::dispatch_float(t_, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using C = compute_t<T>;
       const T* x = in[0].data<T>();
-      const C a = p_.a, b = p_.b, c = p_.c;
-      tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
-        const C v = tensor::to_c(x[i]);
-        return tensor::from_c<T>(a * v * v + b * v + c);
-      });
+      const math::Quadratic q{p_.a, p_.b, p_.c};
+      tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(),
+                         [=](int64_t i) { return tensor::from_c<T>(q.f(tensor::to_c(x[i]))); });
     }, what_);
   }
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
@@ -85,9 +80,10 @@ class QuadraticKernel final : public Kernel {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
       const T *x = in[0].data<T>(), *g = og[0].data<T>();
-      const C a = p_.a, b = p_.b;
+      const math::Quadratic q{p_.a, p_.b, p_.c};
       tensor::write_t<T>(ig[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
-        return tensor::from_c<T>((2 * a * tensor::to_c(x[i]) + b) * tensor::to_c(g[i]));
+        const C v = tensor::to_c(x[i]);
+        return tensor::from_c<T>(q.d(v, v) * tensor::to_c(g[i]));
       });
     }, what_);
   }

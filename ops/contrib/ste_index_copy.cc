@@ -9,6 +9,7 @@
 
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/unary_extra_math.h"
 
 namespace loom {
 namespace {
@@ -17,10 +18,7 @@ namespace {
 // straight-through or scaled gradient.
 enum class Fwd { kIdentity, kRound, kSign };
 
-struct GradMultParam {
-  double scalar;
-  bool is_int;
-};
+using tensor::GradMultParam;  // unary_extra_math.h (shared with clip_ops.cu)
 const auto kGradMultSchema =
     ParamSchema<GradMultParam>()
         .optional("scalar", &GradMultParam::scalar, 1.0, "The gradient multiplier (lambda).")
@@ -42,9 +40,8 @@ class SteKernel final : public Kernel {
       const T* x = in[0].data<T>();
       tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
         const C v = tensor::to_c(x[i]);
-        if constexpr (F == Fwd::kRound) return tensor::from_c<T>(std::round(v));
-        else if constexpr (F == Fwd::kSign)
-          return tensor::from_c<T>(v > C(0) ? C(1) : (v < C(0) ? C(-1) : C(0)));
+        if constexpr (F == Fwd::kRound) return tensor::from_c<T>(math::RoundSte::f(v));
+        else if constexpr (F == Fwd::kSign) return tensor::from_c<T>(math::SignSte::f(v));
         else return x[i];
       });
     }, what_);
@@ -56,7 +53,7 @@ class SteKernel final : public Kernel {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
       const T* g = og[0].data<T>();
-      const C s = static_cast<C>(scale_);
+      const C s = math::GradMultiplier{scale_}.d(C(0), C(0));
       tensor::write_t<T>(ig[0].data<T>(), req[0], og[0].size(), [=](int64_t i) {
         if constexpr (F == Fwd::kIdentity) return tensor::from_c<T>(tensor::to_c(g[i]) * s);
         else return g[i];

@@ -1,6 +1,7 @@
 // logical_not: 1 where the element is zero, else 0, in the input's dtype (MXNet 1.9.1's legacy
 // op; NaN is non-zero, so it gives 0). Not differentiable: zero gradient.
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/unary_extra_math.h"
 
 namespace loom {
 namespace {
@@ -18,7 +19,7 @@ class LogicalNotKernel final : public Kernel {
           const T* x = in[0].cdata<T>();
           const T one = convert_value<T>(1), zero = convert_value<T>(0);
           tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(),
-                             [=](int64_t i) { return tensor::to_c(x[i]) == 0 ? one : zero; });
+                             [=](int64_t i) { return math::LogicalNot::is_zero(tensor::to_c(x[i])) ? one : zero; });
         },
         what_);
   }
