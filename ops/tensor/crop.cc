@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "ops/infer.h"
+#include "ops/tensor/index_map.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace loom {
@@ -131,4 +132,13 @@ LOOM_REGISTER_OP("Crop")
              .in_shapes = {{2, 2, 4, 5}}});
 
 }  // namespace
+
+tensor::IndexMap tensor::crop_index_map(const KernelArgs& a) {
+  const Shape &d = a.in_shapes[0], &o = a.out_shapes[0];
+  const auto [oy, ox] = crop_offset(a.attrs.param<CropParam>(), d, o);
+  IndexMap m(d, o);
+  m.dims = {{.src = 0}, {.src = 1}, {.src = 2, .begin = oy}, {.src = 3, .begin = ox}};
+  return m;
+}
+
 }  // namespace loom

@@ -1,6 +1,6 @@
 // GPU kernels of the index-map copies: SwapAxis, reverse, slice, slice_like, tile, repeat
-// (whose CPU kernels are IndexMapKernels, index_map.h) and transpose (its map from
-// transpose_index_map). The GPU kernel builds the op's own CPU map at bind (through the op's
+// (whose CPU kernels are IndexMapKernels, index_map.h), transpose and Crop (their maps from
+// transpose_index_map and crop_index_map). The GPU kernel builds the op's own CPU map at bind (through the op's
 // CPU factory, so the rule lives in one place) and runs IndexMapView::source, the per-element
 // rule the CPU kernel runs, one thread per output element. The gradient scatters back: plain
 // adds where the map is injective, atomic adds where copies share a source (tile, repeat:
@@ -85,6 +85,10 @@ std::unique_ptr<Kernel> from_cpu_map(const KernelArgs& a) {
   register_op("transpose").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
     return std::unique_ptr<Kernel>(std::make_unique<IndexMapGpuKernel>(
         a, tensor::transpose_index_map(a.attrs, a.in_shapes[0])));
+  });
+  register_op("Crop").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+    return std::unique_ptr<Kernel>(
+        std::make_unique<IndexMapGpuKernel>(a, tensor::crop_index_map(a)));
   });
   return true;
 }();

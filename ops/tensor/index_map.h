@@ -74,6 +74,9 @@ inline IndexMapView index_map_view(const IndexMap& m, const std::string& what) {
 /// row-wise loop, the GPU kernel runs this map).
 IndexMap transpose_index_map(const OpAttrs& a, const Shape& in);
 
+/// Crop's window as an IndexMap (crop.cc; its CPU kernel keeps its own row loop).
+IndexMap crop_index_map(const KernelArgs& a);
+
 /// A Kernel running an IndexMap built at bind time by `make(args)`. Any dtype (gradients for
 /// float dtypes); extra inputs (slice_like's shape source) may have another dtype.
 class IndexMapKernel : public Kernel {
