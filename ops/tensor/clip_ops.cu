@@ -1,8 +1,10 @@
 // GPU kernels of clip (registered by unary_math.cc), hard_sigmoid (hard_sigmoid.cc),
-// logical_not, the STE ops, gradientmultiplier, _contrib_quadratic and _contrib_div_sqrt_dim:
+// logical_not, the STE ops, gradientmultiplier, _contrib_quadratic, _contrib_div_sqrt_dim,
+// _hypot and _hypot_scalar (hypot_math.h, in double):
 // (stateful) functors over the functions of clip_math.h and unary_extra_math.h, which the CPU
 // kernels run, through the element-wise kernels of runtime/cuda/elementwise.cuh. float32 only.
 #include "ops/tensor/clip_math.h"
+#include "ops/tensor/hypot_math.h"
 #include "ops/tensor/unary_extra_math.h"
 #include "runtime/cuda/elementwise.cuh"
 
@@ -61,6 +63,66 @@ LOOM_REGISTER_OP("_contrib_div_sqrt_dim").kernel(DeviceType::kGPU, with(+[](cons
   const Shape& s = a.in_shapes[0];
   return math::Scale{1.0 / std::sqrt(static_cast<double>(s[s.ndim() - 1]))};
 }));
+
+// _hypot (same shapes) and _hypot_scalar (b null: the scalar s), in double as the CPU.
+__global__ void hypot_fwd(const float* a, const float* b, double s, float* y, int64_t n,
+                          int add) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    math::assign_req(y + i, add, static_cast<float>(tensor::hypot_value(a[i], b ? b[i] : s)));
+}
+__global__ void hypot_bwd(const float* g, const float* a, const float* b, double s, float* da,
+                          int add_a, float* db, int add_b, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const double av = a[i], bv = b ? static_cast<double>(b[i]) : s;
+    const double h = tensor::hypot_value(av, bv);
+    if (da) math::assign_req(da + i, add_a, static_cast<float>(tensor::hypot_grad(g[i], av, h)));
+    if (db) math::assign_req(db + i, add_b, static_cast<float>(tensor::hypot_grad(g[i], bv, h)));
+  }
+}
+
+class HypotGpuKernel final : public Kernel {
+ public:
+  HypotGpuKernel(const KernelArgs& a, bool scalar)
+      : scalar_(scalar), s_(scalar ? tensor::hypot_scalar(a.attrs) : 0.0),
+        n_(a.out_shapes[0].numel()) {
+    cuda::require_float32(a);
+    if (!scalar && a.in_shapes[0] != a.in_shapes[1])
+      throw Error("op _hypot (node " + a.attrs.name + "): operands of one shape expected");
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    hypot_fwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        in[0].data<float>(), scalar_ ? nullptr : in[1].data<float>(), s_, out[0].data<float>(),
+        n_, req[0] == Req::kAdd);
+    cuda::check_launch("hypot_fwd");
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    float* da = req[0] == Req::kNull ? nullptr : ig[0].data<float>();
+    float* db = scalar_ || req[1] == Req::kNull ? nullptr : ig[1].data<float>();
+    if ((!da && !db) || n_ == 0) return;
+    hypot_bwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        og[0].data<float>(), in[0].data<float>(), scalar_ ? nullptr : in[1].data<float>(), s_, da,
+        req[0] == Req::kAdd, db, !scalar_ && req[1] == Req::kAdd, n_);
+    cuda::check_launch("hypot_bwd");
+  }
+
+ private:
+  bool scalar_;
+  double s_;
+  int64_t n_;
+};
+
+LOOM_REGISTER_OP("_hypot").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<HypotGpuKernel>(a, false));
+});
+LOOM_REGISTER_OP("_hypot_scalar").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<HypotGpuKernel>(a, true));
+});
 
 }  // namespace
 }  // namespace loom

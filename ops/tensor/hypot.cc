@@ -5,6 +5,7 @@
 
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/hypot_math.h"
 
 namespace loom {
 namespace {
@@ -52,7 +53,7 @@ HypotPlan make_plan(const KernelArgs& a, bool scalar) {
   }
   if (scalar) {
     p.stride[1].assign(static_cast<size_t>(nd), 0);
-    p.s = a.attrs.dict.count("scalar") ? parse_float(a.attrs.dict.at("scalar")) : 1.0;
+    p.s = tensor::hypot_scalar(a.attrs);
   }
   return p;
 }
@@ -75,7 +76,7 @@ class HypotKernel final : public Kernel {
           T* y = out[0].data<T>();
           p_.each([&](int64_t o, int64_t ia, int64_t ib) {
             const double bv = b ? static_cast<double>(tensor::to_c(b[ib])) : p_.s;
-            const double v = std::hypot(static_cast<double>(tensor::to_c(a[ia])), bv);
+            const double v = tensor::hypot_value(static_cast<double>(tensor::to_c(a[ia])), bv);
             tensor::store_t<T>(y + o, req[0], tensor::from_c<T>(static_cast<compute_t<T>>(v)));
           });
         },
@@ -98,9 +99,9 @@ class HypotKernel final : public Kernel {
           p_.each([&](int64_t o, int64_t ia, int64_t ib) {
             const double av = tensor::to_c(a[ia]);
             const double bv = b ? static_cast<double>(tensor::to_c(b[ib])) : p_.s;
-            const double h = std::hypot(av, bv), gv = tensor::to_c(g[o]);
-            if (!acc[0].empty()) acc[0][static_cast<size_t>(ia)] += gv * av / h;
-            if (!acc[1].empty()) acc[1][static_cast<size_t>(ib)] += gv * bv / h;
+            const double h = tensor::hypot_value(av, bv), gv = tensor::to_c(g[o]);
+            if (!acc[0].empty()) acc[0][static_cast<size_t>(ia)] += tensor::hypot_grad(gv, av, h);
+            if (!acc[1].empty()) acc[1][static_cast<size_t>(ib)] += tensor::hypot_grad(gv, bv, h);
           });
           for (size_t k = 0; k < nin; ++k) {
             if (req[k] == Req::kNull) continue;
