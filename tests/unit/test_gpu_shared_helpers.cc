@@ -10,6 +10,7 @@
 #include "ops/loss/sce_svm_math.h"
 #include "ops/nn/leaky_relu_math.h"
 #include "ops/nn/softmax_common.h"
+#include "ops/tensor/gamma_math.h"
 #include "ops/tensor/index_map.h"
 #include "ops/tensor/index_util.h"
 #include "ops/update/lr_math.h"
@@ -123,6 +124,21 @@ TEST(GpuSharedHelpers, LrScheduleClosedForms) {
   s.warmup_steps = 4;
   s.warmup_begin_lr = 0.02;  // linear warmup to lr (warmup_final_lr < 0)
   EXPECT_FLOAT_EQ(s.at(2.f), static_cast<float>(2 * (0.02 + (0.1 - 0.02) * 2 / 4)));
+}
+
+// digamma, now written without recursion for the device: known values (closed forms) and
+// poles.
+TEST(GpuSharedHelpers, DigammaKnownValuesAndPoles) {
+  const double euler = 0.57721566490153286;
+  const double kTol = 5e-11;  // the series stops at x >= 6: ~1e-11, far below float32's ulp
+  EXPECT_NEAR(tensor::digamma(1.0), -euler, kTol);
+  EXPECT_NEAR(tensor::digamma(0.5), -euler - 2 * std::log(2.0), kTol);
+  EXPECT_NEAR(tensor::digamma(0.25), -euler - M_PI / 2 - 3 * std::log(2.0), kTol);  // reflection
+  EXPECT_NEAR(tensor::digamma(-0.5), 0.03648997397857652, kTol);
+  EXPECT_NEAR(tensor::digamma(10.0), 2.251752589066721, kTol);
+  EXPECT_TRUE(std::isnan(tensor::digamma(0.0)));
+  EXPECT_TRUE(std::isnan(tensor::digamma(-2.0)));
+  EXPECT_NEAR(tensor::gamma_deriv(3.0, false), 2.0 * (1.5 - euler), kTol);  // Γ(3)ψ(3)
 }
 
 // The GPU runs transpose through transpose_index_map (the CPU kernel has its own row loop):
