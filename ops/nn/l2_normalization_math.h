@@ -31,8 +31,8 @@ inline L2Groups l2_groups(const std::string& mode, const Shape& s) {
 
 /// y = x / √(Σx² + eps) over the `reduced` elements from `base`, `stride` apart.
 template <class T>
-LOOM_HD void l2norm_group_forward(const T* x, T* y, int64_t base, int64_t stride,
-                                  int64_t reduced, double eps, bool add) {
+LOOM_HD void l2norm_group_forward(const T* x, T* y, int64_t base, int64_t stride, int64_t reduced,
+                                  double eps, bool add) {
   using C = compute_t<T>;
   double ss = 0;
   for (int64_t r = 0; r < reduced; ++r) {

@@ -96,7 +96,8 @@ class LeakyGpuKernel final : public Kernel {
                std::span<const NDArray> out) override {
     const bool rrelu = s_.act == LeakyAct::kRrelu;
     if (rrelu && ctx.is_train)
-      throw Error(what_ + ": rrelu in training (random slopes) has no GPU kernel yet; it runs "
+      throw Error(what_ +
+                  ": rrelu in training (random slopes) has no GPU kernel yet; it runs "
                   "in inference on the GPU, or on the CPU");
     if (n_ == 0 || (req[0] == Req::kNull && !rrelu)) return;
     leaky_fwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
@@ -119,9 +120,8 @@ class LeakyGpuKernel final : public Kernel {
     }
     if (req[0] == Req::kNull) return;
     const float* mask = s_.act == LeakyAct::kRrelu ? out[1].data<float>() : nullptr;
-    leaky_bwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(s_, g, x, gamma(in), mask,
-                                                               ig[0].data<float>(), n_,
-                                                               req[0] == Req::kAdd);
+    leaky_bwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(
+        s_, g, x, gamma(in), mask, ig[0].data<float>(), n_, req[0] == Req::kAdd);
     cuda::check_launch("leaky_bwd");
   }
 

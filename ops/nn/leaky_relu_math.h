@@ -38,10 +38,14 @@ LOOM_HD C leaky_value(LeakyAct t, C v, C a) {
   switch (t) {
     case LeakyAct::kLeaky:
     case LeakyAct::kPrelu:
-    case LeakyAct::kRrelu: return v > 0 ? v : a * v;
-    case LeakyAct::kElu: return v > 0 ? v : a * math::fn::expm1(v);
-    case LeakyAct::kSelu: return lambda * (v > 0 ? v : alpha * math::fn::expm1(v));
-    default: return C(0.5) * v * (C(1) + math::fn::erf(v * inv_sqrt2));
+    case LeakyAct::kRrelu:
+      return v > 0 ? v : a * v;
+    case LeakyAct::kElu:
+      return v > 0 ? v : a * math::fn::expm1(v);
+    case LeakyAct::kSelu:
+      return lambda * (v > 0 ? v : alpha * math::fn::expm1(v));
+    default:
+      return C(0.5) * v * (C(1) + math::fn::erf(v * inv_sqrt2));
   }
 }
 
@@ -54,9 +58,12 @@ LOOM_HD C leaky_deriv(LeakyAct t, C v, C a) {
   switch (t) {
     case LeakyAct::kLeaky:
     case LeakyAct::kPrelu:
-    case LeakyAct::kRrelu: return v > 0 ? C(1) : a;
-    case LeakyAct::kElu: return v > 0 ? C(1) : a * math::fn::exp(v);
-    case LeakyAct::kSelu: return lambda * (v > 0 ? C(1) : alpha * math::fn::exp(v));
+    case LeakyAct::kRrelu:
+      return v > 0 ? C(1) : a;
+    case LeakyAct::kElu:
+      return v > 0 ? C(1) : a * math::fn::exp(v);
+    case LeakyAct::kSelu:
+      return lambda * (v > 0 ? C(1) : alpha * math::fn::exp(v));
     default:
       return C(0.5) * (C(1) + math::fn::erf(v * inv_sqrt2)) +
              v * inv_sqrt2pi * math::fn::exp(C(-0.5) * v * v);
@@ -67,7 +74,7 @@ LOOM_HD C leaky_deriv(LeakyAct t, C v, C a) {
 // from the right, each equal or 1 ((C,) -> (1, C), (N, C) -> (N, C), (1,) -> shared).
 // Returns gamma's extent along axes 0 and 1; throws ShapeError when it does not fit.
 inline std::pair<int64_t, int64_t> prelu_gamma_dims(const Shape& gamma, const Shape& data,
-                                             const std::string& what) {
+                                                    const std::string& what) {
   int64_t e[2] = {1, 1};
   int s = gamma.ndim() - 1;
   for (int i = 1; i >= 0 && s >= 0; --i)

@@ -17,7 +17,7 @@ using nn::GroupGradSums;
 using nn::GroupNormLayout;
 using nn::GroupStats;
 
-#define LOOM_GRID_LOOP(i, n)                                                   \
+#define LOOM_GRID_LOOP(i, n)                                                \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
@@ -107,8 +107,8 @@ class GroupAffineNormGpuKernel final : public Kernel {
     cuda::check_launch("norm_stats");
     if (req[0] == Req::kNull) return;
     norm_forward<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(
-        l_, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), st,
-        out[0].data<float>(), req[0] == Req::kAdd);
+        l_, in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), st, out[0].data<float>(),
+        req[0] == Req::kAdd);
     cuda::check_launch("norm_forward");
   }
 
@@ -123,19 +123,17 @@ class GroupAffineNormGpuKernel final : public Kernel {
     auto head = [&](size_t k) -> const float* {
       return og.size() > k && !og[k].is_none() ? og[k].data<float>() : nullptr;
     };
-    norm_stats<<<cuda::grid_size(groups_), cuda::kBlockSize, 0, s>>>(l_, x, st, nullptr, 0,
-                                                                    nullptr, 0);
+    norm_stats<<<cuda::grid_size(groups_), cuda::kBlockSize, 0, s>>>(l_, x, st, nullptr, 0, nullptr,
+                                                                     0);
     cuda::check_launch("norm_stats");
     if (req[1] != Req::kNull || req[2] != Req::kNull) {
       norm_gamma_beta<<<cuda::grid_size(l_.gamma_size()), cuda::kBlockSize, 0, s>>>(
-          l_, g, x, st, req[1] != Req::kNull ? ig[1].data<float>() : nullptr,
-          req[1] == Req::kAdd, req[2] != Req::kNull ? ig[2].data<float>() : nullptr,
-          req[2] == Req::kAdd);
+          l_, g, x, st, req[1] != Req::kNull ? ig[1].data<float>() : nullptr, req[1] == Req::kAdd,
+          req[2] != Req::kNull ? ig[2].data<float>() : nullptr, req[2] == Req::kAdd);
       cuda::check_launch("norm_gamma_beta");
     }
     if (req[0] == Req::kNull) return;
-    norm_grad_sums<<<cuda::grid_size(groups_), cuda::kBlockSize, 0, s>>>(l_, g, x, gamma, st,
-                                                                        sums);
+    norm_grad_sums<<<cuda::grid_size(groups_), cuda::kBlockSize, 0, s>>>(l_, g, x, gamma, st, sums);
     cuda::check_launch("norm_grad_sums");
     norm_dx<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(
         l_, g, x, gamma, head(1), head(2), st, sums, ig[0].data<float>(), req[0] == Req::kAdd);
@@ -161,12 +159,11 @@ __global__ void l2norm_fwd(nn::L2Groups g, const float* x, float* y, double eps,
   }
 }
 
-__global__ void l2norm_bwd(nn::L2Groups g, const float* x, const float* gr, float* dx,
-                           double eps, int add) {
+__global__ void l2norm_bwd(nn::L2Groups g, const float* x, const float* gr, float* dx, double eps,
+                           int add) {
   LOOM_GRID_LOOP(k, g.outer * g.inner) {
     const int64_t o = k / g.inner, i = k % g.inner;
-    nn::l2norm_group_backward(x, gr, dx, o * g.reduced * g.inner + i, g.inner, g.reduced, eps,
-                              add);
+    nn::l2norm_group_backward(x, gr, dx, o * g.reduced * g.inner + i, g.inner, g.reduced, eps, add);
   }
 }
 
@@ -219,8 +216,8 @@ __global__ void moments_stats(nn::MomentsView v, const float* x, double* mean, d
   }
 }
 
-__global__ void moments_dx(nn::MomentsView v, const float* x, const double* mean,
-                           const float* gm, const float* gv, float* dx, int64_t n, int add) {
+__global__ void moments_dx(nn::MomentsView v, const float* x, const double* mean, const float* gm,
+                           const float* gv, float* dx, int64_t n, int add) {
   LOOM_GRID_LOOP(i, n) {
     const int64_t o = v.slot(i);
     const double d = v.grad(x[i], mean[o], gm ? gm[o] : 0.0, gv ? gv[o] : 0.0);
@@ -252,8 +249,8 @@ class MomentsGpuKernel final : public Kernel {
       return og.size() > k && !og[k].is_none() ? og[k].data<float>() : nullptr;
     };
     moments_dx<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
-        v_, x, static_cast<const double*>(ctx.workspace), head(0), head(1), ig[0].data<float>(),
-        n_, req[0] == Req::kAdd);
+        v_, x, static_cast<const double*>(ctx.workspace), head(0), head(1), ig[0].data<float>(), n_,
+        req[0] == Req::kAdd);
     cuda::check_launch("moments_dx");
   }
 

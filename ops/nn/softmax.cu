@@ -14,8 +14,8 @@ __device__ __forceinline__ int64_t base_of(int64_t n, int64_t inner, int64_t r) 
 }
 
 template <class L>
-__global__ void softmax_fwd_kernel(const float* x, float* y, int64_t rows, int64_t n,
-                                   int64_t inner, float inv_t, bool log, const L* len, int add) {
+__global__ void softmax_fwd_kernel(const float* x, float* y, int64_t rows, int64_t n, int64_t inner,
+                                   float inv_t, bool log, const L* len, int add) {
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
        r += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = base_of(n, inner, r);
@@ -31,13 +31,13 @@ __global__ void softmax_bwd_kernel(const float* g, const float* y, float* dx, in
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
        r += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = base_of(n, inner, r);
-    nn::softmax_row_backward(g + b, y + b, dx + b, n, nn::softmax_row_len(len, r, n), inner,
-                             inv_t, log, add);
+    nn::softmax_row_backward(g + b, y + b, dx + b, n, nn::softmax_row_len(len, r, n), inner, inv_t,
+                             log, add);
   }
 }
 
-__global__ void softmin_fwd_kernel(const float* x, float* y, int64_t rows, int64_t n,
-                                   int64_t inner, double neg_inv_t, int add) {
+__global__ void softmin_fwd_kernel(const float* x, float* y, int64_t rows, int64_t n, int64_t inner,
+                                   double neg_inv_t, int add) {
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
        r += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = base_of(n, inner, r);
@@ -73,9 +73,15 @@ class SoftmaxGpuKernel final : public Kernel {
     f32(a.out_types[0], "output 0");
     if (use_length && a.in_types.size() > 1) {
       switch (a.in_types[1]) {
-        case DType::kInt32: len_ = LenType::kInt32; break;
-        case DType::kInt64: len_ = LenType::kInt64; break;
-        case DType::kFloat32: len_ = LenType::kFloat32; break;
+        case DType::kInt32:
+          len_ = LenType::kInt32;
+          break;
+        case DType::kInt64:
+          len_ = LenType::kInt64;
+          break;
+        case DType::kFloat32:
+          len_ = LenType::kFloat32;
+          break;
         default:
           throw Error(what + ": the GPU kernel takes an int32, int64 or float32 length, got " +
                       dtype_name(a.in_types[1]) + " for input 1 (length)");
@@ -118,8 +124,7 @@ class SoftmaxGpuKernel final : public Kernel {
     const int add = req[0] == Req::kAdd;
     const unsigned grid = cuda::grid_size(rows);
     if (min_) {
-      softmin_bwd_kernel<<<grid, cuda::kBlockSize, 0, s>>>(g, y, dx, rows, v_.n, v_.inner, t_,
-                                                           add);
+      softmin_bwd_kernel<<<grid, cuda::kBlockSize, 0, s>>>(g, y, dx, rows, v_.n, v_.inner, t_, add);
     } else {
       with_len(in, [&](const auto* len) {
         softmax_bwd_kernel<<<grid, cuda::kBlockSize, 0, s>>>(
@@ -133,10 +138,14 @@ class SoftmaxGpuKernel final : public Kernel {
   template <class Fn>
   void with_len(std::span<const NDArray> in, Fn&& fn) {
     switch (len_) {
-      case LenType::kNone: return fn(static_cast<const int32_t*>(nullptr));
-      case LenType::kInt32: return fn(in[1].data<int32_t>());
-      case LenType::kInt64: return fn(in[1].data<int64_t>());
-      case LenType::kFloat32: return fn(in[1].data<float>());
+      case LenType::kNone:
+        return fn(static_cast<const int32_t*>(nullptr));
+      case LenType::kInt32:
+        return fn(in[1].data<int32_t>());
+      case LenType::kInt64:
+        return fn(in[1].data<int64_t>());
+      case LenType::kFloat32:
+        return fn(in[1].data<float>());
     }
   }
 
@@ -151,8 +160,7 @@ std::unique_ptr<Kernel> make_softmax(const KernelArgs& a) {
   const auto& p = a.attrs.param<nn::SoftmaxParam>();
   const int ax = nn::normalize_axis(p.axis, a.in_shapes[0].ndim(), a.attrs.op->name.c_str());
   return std::make_unique<SoftmaxGpuKernel>(a, nn::SoftmaxView(a.in_shapes[0], ax),
-                                            p.temperature.value_or(1.0), kLog, false,
-                                            p.use_length);
+                                            p.temperature.value_or(1.0), kLog, false, p.use_length);
 }
 
 LOOM_REGISTER_OP("softmax").kernel(DeviceType::kGPU, make_softmax<false>);

@@ -28,8 +28,8 @@ struct HardSigmoidF {
 LOOM_REGISTER_OP("clip").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
   cuda::require_float32(a);
   const auto& p = a.attrs.param<tensor::ClipParam>();
-  return std::unique_ptr<Kernel>(std::make_unique<cuda::UnaryGpuKernel<ClipF>>(
-      ClipF{p.a_min, p.a_max, p.a_min, p.a_max}));
+  return std::unique_ptr<Kernel>(
+      std::make_unique<cuda::UnaryGpuKernel<ClipF>>(ClipF{p.a_min, p.a_max, p.a_min, p.a_max}));
 });
 
 LOOM_REGISTER_OP("hard_sigmoid").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
@@ -57,17 +57,19 @@ LOOM_REGISTER_OP("_contrib_gradientmultiplier")
               return math::GradMultiplier{a.attrs.param<tensor::GradMultParam>().scalar};
             }));
 LOOM_REGISTER_OP("_contrib_quadratic").kernel(DeviceType::kGPU, with(+[](const KernelArgs& a) {
-  const auto& p = a.attrs.param<tensor::QuadraticParam>();
-  return math::Quadratic{p.a, p.b, p.c};
-}));
+                                                const auto& p =
+                                                    a.attrs.param<tensor::QuadraticParam>();
+                                                return math::Quadratic{p.a, p.b, p.c};
+                                              }));
 LOOM_REGISTER_OP("_contrib_div_sqrt_dim").kernel(DeviceType::kGPU, with(+[](const KernelArgs& a) {
-  const Shape& s = a.in_shapes[0];
-  return math::Scale{1.0 / std::sqrt(static_cast<double>(s[s.ndim() - 1]))};
-}));
+                                                   const Shape& s = a.in_shapes[0];
+                                                   return math::Scale{1.0 /
+                                                                      std::sqrt(static_cast<double>(
+                                                                          s[s.ndim() - 1]))};
+                                                 }));
 
 // _hypot (same shapes) and _hypot_scalar (b null: the scalar s), in double as the CPU.
-__global__ void hypot_fwd(const float* a, const float* b, double s, float* y, int64_t n,
-                          int add) {
+__global__ void hypot_fwd(const float* a, const float* b, double s, float* y, int64_t n, int add) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     math::assign_req(y + i, add, static_cast<float>(tensor::hypot_value(a[i], b ? b[i] : s)));
@@ -86,7 +88,8 @@ __global__ void hypot_bwd(const float* g, const float* a, const float* b, double
 class HypotGpuKernel final : public Kernel {
  public:
   HypotGpuKernel(const KernelArgs& a, bool scalar)
-      : scalar_(scalar), s_(scalar ? tensor::hypot_scalar(a.attrs) : 0.0),
+      : scalar_(scalar),
+        s_(scalar ? tensor::hypot_scalar(a.attrs) : 0.0),
         n_(a.out_shapes[0].numel()) {
     cuda::require_float32(a);
     if (!scalar && a.in_shapes[0] != a.in_shapes[1])
@@ -96,8 +99,8 @@ class HypotGpuKernel final : public Kernel {
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull || n_ == 0) return;
     hypot_fwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
-        in[0].data<float>(), scalar_ ? nullptr : in[1].data<float>(), s_, out[0].data<float>(),
-        n_, req[0] == Req::kAdd);
+        in[0].data<float>(), scalar_ ? nullptr : in[1].data<float>(), s_, out[0].data<float>(), n_,
+        req[0] == Req::kAdd);
     cuda::check_launch("hypot_fwd");
   }
   void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
@@ -131,12 +134,12 @@ __global__ void gamma_fwd(const float* x, float* y, int64_t n, bool log, int add
        i += int64_t(gridDim.x) * blockDim.x)
     math::assign_req(y + i, add, static_cast<float>(tensor::gamma_value(x[i], log)));
 }
-__global__ void gamma_bwd(const float* g, const float* x, float* dx, int64_t n, bool log,
-                          int add) {
+__global__ void gamma_bwd(const float* g, const float* x, float* dx, int64_t n, bool log, int add) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    math::assign_req(dx + i, add,
-                     static_cast<float>(static_cast<double>(g[i]) * tensor::gamma_deriv(x[i], log)));
+    math::assign_req(
+        dx + i, add,
+        static_cast<float>(static_cast<double>(g[i]) * tensor::gamma_deriv(x[i], log)));
 }
 
 class GammaGpuKernel final : public Kernel {

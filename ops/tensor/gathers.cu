@@ -1,15 +1,15 @@
 // GPU kernels of take, pick, one_hot, batch_take (index rules of gather_math.h, the CPU
-// kernels') and where (registered by take.cc, pick.cc, one_hot.cc, batch_take.cc, where.cc). float32 data and float32
-// indices/conditions; take's mode 'raise' needs a host check and is refused on the GPU.
-// Gradients scatter with atomic adds where indices may repeat (take, pick): summed in another
-// order than the CPU's.
+// kernels') and where (registered by take.cc, pick.cc, one_hot.cc, batch_take.cc, where.cc).
+// float32 data and float32 indices/conditions; take's mode 'raise' needs a host check and is
+// refused on the GPU. Gradients scatter with atomic adds where indices may repeat (take, pick):
+// summed in another order than the CPU's.
 #include "ops/tensor/gather_math.h"
 #include "runtime/cuda/elementwise.cuh"
 
 namespace loom {
 namespace {
 
-#define LOOM_GRID_LOOP(i, n)                                                   \
+#define LOOM_GRID_LOOP(i, n)                                                \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
@@ -46,7 +46,8 @@ class TakeGpuKernel final : public Kernel {
     cuda::require_float32(a);
     const auto& p = a.attrs.param<tensor::TakeParam>();
     if (p.mode == "raise")
-      throw Error(what_of(a) + ": mode='raise' checks indices on the host; the GPU kernel "
+      throw Error(what_of(a) +
+                  ": mode='raise' checks indices on the host; the GPU kernel "
                   "takes mode 'clip' or 'wrap'");
     const Shape& s = a.in_shapes[0];
     const int ax = tensor::norm_axis(p.axis, s.ndim(), what_of(a) + ": axis");
@@ -224,15 +225,13 @@ __global__ void batch_take_fwd(const float* x, const float* idx, float* y, int64
   math::assign_req(y + i, add, x[i * m + tensor::batch_take_column(idx[i], m)]);
 }
 // One element per row: no two outputs share a source, so plain adds suffice.
-__global__ void batch_take_bwd(const float* g, const float* idx, float* dx, int64_t n,
-                               int64_t m) {
+__global__ void batch_take_bwd(const float* g, const float* idx, float* dx, int64_t n, int64_t m) {
   LOOM_GRID_LOOP(i, n) dx[i * m + tensor::batch_take_column(idx[i], m)] += g[i];
 }
 
 class BatchTakeGpuKernel final : public Kernel {
  public:
-  explicit BatchTakeGpuKernel(const KernelArgs& a)
-      : n_(a.in_shapes[0][0]), m_(a.in_shapes[0][1]) {
+  explicit BatchTakeGpuKernel(const KernelArgs& a) : n_(a.in_shapes[0][0]), m_(a.in_shapes[0][1]) {
     cuda::require_float32(a);
   }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,

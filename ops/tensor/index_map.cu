@@ -1,9 +1,9 @@
 // GPU kernels of the index-map copies: SwapAxis, reverse, slice, slice_like, tile, repeat
 // (whose CPU kernels are IndexMapKernels, index_map.h), transpose and Crop (their maps from
-// transpose_index_map and crop_index_map). The GPU kernel builds the op's own CPU map at bind (through the op's
-// CPU factory, so the rule lives in one place) and runs IndexMapView::source, the per-element
-// rule the CPU kernel runs, one thread per output element. The gradient scatters back: plain
-// adds where the map is injective, atomic adds where copies share a source (tile, repeat:
+// transpose_index_map and crop_index_map). The GPU kernel builds the op's own CPU map at bind
+// (through the op's CPU factory, so the rule lives in one place) and runs IndexMapView::source, the
+// per-element rule the CPU kernel runs, one thread per output element. The gradient scatters back:
+// plain adds where the map is injective, atomic adds where copies share a source (tile, repeat:
 // summed in another order than the CPU's).
 #include "ops/tensor/index_map.h"
 #include "runtime/cuda/elementwise.cuh"
@@ -13,7 +13,7 @@ namespace {
 
 using tensor::IndexMapView;
 
-#define LOOM_GRID_LOOP(i, n)                                                   \
+#define LOOM_GRID_LOOP(i, n)                                                \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
@@ -21,8 +21,7 @@ __global__ void gather_kernel(IndexMapView v, const float* x, float* y, int64_t 
   LOOM_GRID_LOOP(o, n) math::assign_req(y + o, add, x[v.source(o)]);
 }
 
-__global__ void scatter_kernel(IndexMapView v, const float* g, float* dx, int64_t n,
-                               int atomic) {
+__global__ void scatter_kernel(IndexMapView v, const float* g, float* dx, int64_t n, int atomic) {
   LOOM_GRID_LOOP(o, n) {
     const int64_t i = v.source(o);
     if (atomic)

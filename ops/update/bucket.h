@@ -11,9 +11,9 @@ namespace loom::update {
 
 struct BucketParam {
   const OpDef* inner = nullptr;
-  size_t n = 0;  ///< tensors
-  size_t m = 0;  ///< inputs per tensor
-  size_t o = 0;  ///< outputs per tensor
+  size_t n = 0;                ///< tensors
+  size_t m = 0;                ///< inputs per tensor
+  size_t o = 0;                ///< outputs per tensor
   std::vector<OpAttrs> attrs;  ///< per tensor
 };
 

@@ -38,9 +38,10 @@ struct LrSchedule {
     }
     if (kind == kFactor) {
       double v = lr;
-      const int64_t n = t > static_cast<double>(step)
-                            ? static_cast<int64_t>(math::fn::floor((t - 1) / static_cast<double>(step)))
-                            : 0;
+      const int64_t n =
+          t > static_cast<double>(step)
+              ? static_cast<int64_t>(math::fn::floor((t - 1) / static_cast<double>(step)))
+              : 0;
       for (int64_t i = 0; i < n; ++i) {
         v *= factor;
         if (v < stop_factor_lr) {
@@ -59,8 +60,8 @@ struct LrSchedule {
     if (kind == kCosine || kind == kPoly) {
       const double mu = static_cast<double>(max_update);
       const double u = t < mu ? t : mu;
-      const double frac = (u - static_cast<double>(warmup_steps)) /
-                          static_cast<double>(max_update - warmup_steps);
+      const double frac =
+          (u - static_cast<double>(warmup_steps)) / static_cast<double>(max_update - warmup_steps);
       if (kind == kCosine) return final_lr + (lr - final_lr) * (1 + math::fn::cos(M_PI * frac)) / 2;
       return final_lr + (lr - final_lr) * math::fn::pow(1 - frac, pwr);
     }

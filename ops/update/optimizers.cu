@@ -13,7 +13,7 @@
 namespace loom {
 namespace {
 
-#define LOOM_GRID_LOOP(i, n)                                                   \
+#define LOOM_GRID_LOOP(i, n)                                                \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
@@ -68,8 +68,8 @@ __global__ void signum_kernel(const float* pred, update::SignumStep step, const 
 }
 
 __global__ void ftml_kernel(const float* pred, update::FTMLStep step, const float* w,
-                            const float* g, float* d, float* v, float* z, float* out,
-                            int64_t count, int req) {
+                            const float* g, float* d, float* v, float* z, float* out, int64_t count,
+                            int req) {
   if (cuda::skip(pred)) return;
   LOOM_GRID_LOOP(i, count) store_req(out + i, req, step(w[i], g[i], d[i], v[i], z[i]));
 }
@@ -92,8 +92,8 @@ __global__ void lamb1_kernel(const float* pred, update::LambPhase1Step step, dou
 }
 
 __global__ void lamb2_kernel(const float* pred, update::LambPhase2Rate rate, float lr,
-                             const float* lr_in, const float* r1, const float* r2,
-                             const float* w, const float* g, float* out, int64_t count, int req) {
+                             const float* lr_in, const float* r1, const float* r2, const float* w,
+                             const float* g, float* out, int64_t count, int req) {
   if (cuda::skip(pred)) return;
   const float k = rate(lr_in ? *lr_in : lr, *r1, *r2);
   LOOM_GRID_LOOP(i, count) store_req(out + i, req, w[i] - k * g[i]);

@@ -11,7 +11,7 @@
 namespace loom {
 namespace {
 
-#define LOOM_GRID_LOOP(i, n)                                                   \
+#define LOOM_GRID_LOOP(i, n)                                                \
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 

@@ -149,8 +149,8 @@ TEST(GpuSharedHelpers, TransposeIndexMapEqualsCpuTranspose) {
     NDArray x(Shape{2, 3, 4}, DType::kFloat32);
     for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>(i);
     const NDArray y = op.forward({x})[0];
-    const auto v = tensor::index_map_view(tensor::transpose_index_map(op.attrs(), Shape{2, 3, 4}),
-                                          "test");
+    const auto v =
+        tensor::index_map_view(tensor::transpose_index_map(op.attrs(), Shape{2, 3, 4}), "test");
     for (int64_t o = 0; o < y.size(); ++o)
       EXPECT_EQ(y.data<float>()[o], x.data<float>()[v.source(o)]) << axes << " element " << o;
   }
@@ -159,9 +159,10 @@ TEST(GpuSharedHelpers, TransposeIndexMapEqualsCpuTranspose) {
 // Crop likewise runs on the GPU through crop_index_map.
 TEST(GpuSharedHelpers, CropIndexMapEqualsCpuCrop) {
   for (const char* center : {"False", "True"}) {
-    ImperativeOp op("Crop", {{"num_args", "1"}, {"h_w", "(2, 3)"}, {"offset", "(1, 2)"},
-                             {"center_crop", center}},
-                    {Shape{2, 2, 4, 6}});
+    ImperativeOp op(
+        "Crop",
+        {{"num_args", "1"}, {"h_w", "(2, 3)"}, {"offset", "(1, 2)"}, {"center_crop", center}},
+        {Shape{2, 2, 4, 6}});
     NDArray x(Shape{2, 2, 4, 6}, DType::kFloat32);
     for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>(i);
     const NDArray y = op.forward({x})[0];
