@@ -1,9 +1,11 @@
 // GPU kernels of clip (registered by unary_math.cc), hard_sigmoid (hard_sigmoid.cc),
 // logical_not, the STE ops, gradientmultiplier, _contrib_quadratic, _contrib_div_sqrt_dim,
-// _hypot, _hypot_scalar (hypot_math.h), gamma and gammaln (gamma_math.h; these in double):
+// _hypot, _hypot_scalar (hypot_math.h), gamma, gammaln (gamma_math.h) and erfinv
+// (erfinv_math.h; these in double):
 // (stateful) functors over the functions of clip_math.h and unary_extra_math.h, which the CPU
 // kernels run, through the element-wise kernels of runtime/cuda/elementwise.cuh. float32 only.
 #include "ops/tensor/clip_math.h"
+#include "ops/tensor/erfinv_math.h"
 #include "ops/tensor/gamma_math.h"
 #include "ops/tensor/hypot_math.h"
 #include "ops/tensor/unary_extra_math.h"
@@ -174,6 +176,48 @@ LOOM_REGISTER_OP("gamma").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
 });
 LOOM_REGISTER_OP("gammaln").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
   return std::unique_ptr<Kernel>(std::make_unique<GammaGpuKernel>(a, true));
+});
+
+// erfinv (erfinv_math.h), in double as the CPU; the gradient reads the output y.
+__global__ void erfinv_fwd(const float* x, float* y, int64_t n, int add) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    math::assign_req(y + i, add, static_cast<float>(tensor::erfinv_d(x[i])));
+}
+__global__ void erfinv_bwd(const float* g, const float* y, float* dx, int64_t n, int add) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    math::assign_req(dx + i, add, static_cast<float>(tensor::erfinv_grad(g[i], y[i])));
+}
+
+class ErfinvGpuKernel final : public Kernel {
+ public:
+  explicit ErfinvGpuKernel(const KernelArgs& a) : n_(a.in_shapes[0].numel()) {
+    cuda::require_float32(a);
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    erfinv_fwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        in[0].data<float>(), out[0].data<float>(), n_, req[0] == Req::kAdd);
+    cuda::check_launch("erfinv_fwd");
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray>,
+                std::span<const NDArray> out, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    erfinv_bwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        og[0].data<float>(), out[0].data<float>(), ig[0].data<float>(), n_,
+        req[0] == Req::kAdd);
+    cuda::check_launch("erfinv_bwd");
+  }
+
+ private:
+  int64_t n_;
+};
+
+LOOM_REGISTER_OP("erfinv").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<ErfinvGpuKernel>(a));
 });
 
 }  // namespace

@@ -10,48 +10,10 @@
 
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/erfinv_math.h"
 
 namespace loom {
 namespace {
-
-/// erfinv in double: Giles' single-precision approximation refined by two Newton steps on
-/// erf (each step doubles the correct digits), so the result is exact to double rounding.
-double erfinv_d(double x) {
-  if (std::isnan(x) || x < -1 || x > 1) return std::numeric_limits<double>::quiet_NaN();
-  if (x == 1) return std::numeric_limits<double>::infinity();
-  if (x == -1) return -std::numeric_limits<double>::infinity();
-  double w = -std::log((1.0 - x) * (1.0 + x)), p;
-  if (w < 5.0) {
-    w -= 2.5;
-    p = 2.81022636e-08;
-    p = 3.43273939e-07 + p * w;
-    p = -3.5233877e-06 + p * w;
-    p = -4.39150654e-06 + p * w;
-    p = 0.00021858087 + p * w;
-    p = -0.00125372503 + p * w;
-    p = -0.00417768164 + p * w;
-    p = 0.246640727 + p * w;
-    p = 1.50140941 + p * w;
-  } else {
-    w = std::sqrt(w) - 3.0;
-    p = -0.000200214257;
-    p = 0.000100950558 + p * w;
-    p = 0.00134934322 + p * w;
-    p = -0.00367342844 + p * w;
-    p = 0.00573950773 + p * w;
-    p = -0.0076224613 + p * w;
-    p = 0.00943887047 + p * w;
-    p = 1.00167406 + p * w;
-    p = 2.83297682 + p * w;
-  }
-  double y = p * x;
-  const double k = 2.0 / std::sqrt(M_PI);
-  for (int it = 0; it < 2; ++it) {
-    const double err = std::erf(y) - x;
-    y -= err / (k * std::exp(-y * y));
-  }
-  return y;
-}
 
 class ErfinvKernel final : public Kernel {
  public:
@@ -63,7 +25,7 @@ class ErfinvKernel final : public Kernel {
       using T = typename decltype(tag)::type;
       const T* x = in[0].data<T>();
       tensor::write_t<T>(out[0].data<T>(), req[0], in[0].size(), [=](int64_t i) {
-        return convert_value<T>(erfinv_d(convert_value<double>(x[i])));
+        return convert_value<T>(tensor::erfinv_d(convert_value<double>(x[i])));
       });
     }, what_);
   }
@@ -73,10 +35,9 @@ class ErfinvKernel final : public Kernel {
     tensor::dispatch_float(t_, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T *g = og[0].data<T>(), *y = out[0].data<T>();
-      const double half_sqrt_pi = 0.5 * std::sqrt(M_PI);
       tensor::write_t<T>(ig[0].data<T>(), req[0], og[0].size(), [=](int64_t i) {
-        const double v = convert_value<double>(y[i]);
-        return convert_value<T>(convert_value<double>(g[i]) * half_sqrt_pi * std::exp(v * v));
+        return convert_value<T>(
+            tensor::erfinv_grad(convert_value<double>(g[i]), convert_value<double>(y[i])));
       });
     }, what_);
   }
