@@ -1,13 +1,14 @@
 // GPU kernels of clip (registered by unary_math.cc), hard_sigmoid (hard_sigmoid.cc),
 // logical_not, the STE ops, gradientmultiplier, _contrib_quadratic, _contrib_div_sqrt_dim,
 // _hypot, _hypot_scalar (hypot_math.h), gamma, gammaln (gamma_math.h) and erfinv
-// (erfinv_math.h; these in double):
+// (erfinv_math.h; these in double), _mod, _mod_scalar and _rmod_scalar (mod_math.h):
 // (stateful) functors over the functions of clip_math.h and unary_extra_math.h, which the CPU
 // kernels run, through the element-wise kernels of runtime/cuda/elementwise.cuh. float32 only.
 #include "ops/tensor/clip_math.h"
 #include "ops/tensor/erfinv_math.h"
 #include "ops/tensor/gamma_math.h"
 #include "ops/tensor/hypot_math.h"
+#include "ops/tensor/mod_math.h"
 #include "ops/tensor/unary_extra_math.h"
 #include "runtime/cuda/elementwise.cuh"
 
@@ -218,6 +219,76 @@ class ErfinvGpuKernel final : public Kernel {
 
 LOOM_REGISTER_OP("erfinv").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
   return std::unique_ptr<Kernel>(std::make_unique<ErfinvGpuKernel>(a));
+});
+
+// _mod (same shapes), _mod_scalar (x % s) and _rmod_scalar (s % x) (mod_math.h): b null
+// means the scalar s; `rev` swaps the operands of the scalar forms.
+__global__ void mod_fwd(const float* a, const float* b, float s, bool rev, float* y, int64_t n,
+                        int add) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float l = b || !rev ? a[i] : s, r = b ? b[i] : rev ? a[i] : s;
+    math::assign_req(y + i, add, static_cast<float>(tensor::mod_double(l, r)));
+  }
+}
+// d(l % r)/dl = 1, d(l % r)/dr = −floor(l / r); da: the gradient of input 0, db: of input 1.
+__global__ void mod_bwd(const float* g, const float* a, const float* b, float s, bool rev,
+                        float* da, int add_a, float* db, int add_b, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const double go = g[i];
+    const float l = b || !rev ? a[i] : s, r = b ? b[i] : rev ? a[i] : s;
+    const double dr = go * tensor::mod_rgrad_c<float>(l, r);
+    if (da) math::assign_req(da + i, add_a, static_cast<float>(rev ? dr : go));
+    if (db) math::assign_req(db + i, add_b, static_cast<float>(dr));
+  }
+}
+
+class ModGpuKernel final : public Kernel {
+ public:
+  ModGpuKernel(const KernelArgs& a, bool scalar, bool rev)
+      : scalar_(scalar),
+        rev_(rev),
+        s_(scalar ? static_cast<float>(a.attrs.param<tensor::ModScalarParam>().scalar) : 0.f),
+        n_(a.out_shapes[0].numel()) {
+    cuda::require_float32(a);
+    if (!scalar && a.in_shapes[0] != a.in_shapes[1])
+      throw Error("op _mod (node " + a.attrs.name + "): operands of one shape expected");
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    mod_fwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        in[0].data<float>(), scalar_ ? nullptr : in[1].data<float>(), s_, rev_,
+        out[0].data<float>(), n_, req[0] == Req::kAdd);
+    cuda::check_launch("mod_fwd");
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    float* da = req[0] == Req::kNull ? nullptr : ig[0].data<float>();
+    float* db = scalar_ || req[1] == Req::kNull ? nullptr : ig[1].data<float>();
+    if ((!da && !db) || n_ == 0) return;
+    mod_bwd<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        og[0].data<float>(), in[0].data<float>(), scalar_ ? nullptr : in[1].data<float>(), s_,
+        rev_, da, req[0] == Req::kAdd, db, !scalar_ && req[1] == Req::kAdd, n_);
+    cuda::check_launch("mod_bwd");
+  }
+
+ private:
+  bool scalar_, rev_;
+  float s_;
+  int64_t n_;
+};
+
+LOOM_REGISTER_OP("_mod").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<ModGpuKernel>(a, false, false));
+});
+LOOM_REGISTER_OP("_mod_scalar").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<ModGpuKernel>(a, true, false));
+});
+LOOM_REGISTER_OP("_rmod_scalar").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<ModGpuKernel>(a, true, true));
 });
 
 }  // namespace

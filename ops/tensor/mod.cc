@@ -7,6 +7,7 @@
 
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
+#include "ops/tensor/mod_math.h"
 
 namespace loom {
 namespace {
@@ -22,21 +23,7 @@ T mod_value(T a, T b) {
     if constexpr (std::is_unsigned_v<T>) {
       return convert_value<T>(std::fmod(x, y));
     } else {
-      double r;
-      if (y < 0) {
-        if (x < 0) {
-          r = -std::fmod(-x, -y);
-        } else {
-          const double m = std::fmod(x, -y);
-          r = m + (m != 0 ? y : 0.0);
-        }
-      } else if (x < 0) {
-        const double m = std::fmod(-x, y);
-        r = -m + (m != 0 ? y : 0.0);
-      } else {
-        r = std::fmod(x, y);
-      }
-      return convert_value<T>(r);
+      return convert_value<T>(tensor::mod_double(x, y));  // mod_math.h (shared with the GPU)
     }
   }
 }
@@ -44,9 +31,7 @@ T mod_value(T a, T b) {
 /// -floor(a / b) in the compute type of T (float for float32/float16, as MXNet's floorf).
 template <class T>
 double mod_rgrad(T a, T b) {
-  using C = compute_t<T>;
-  const C q = tensor::to_c(a) / tensor::to_c(b);
-  return -static_cast<double>(std::floor(q));
+  return tensor::mod_rgrad_c<compute_t<T>>(tensor::to_c(a), tensor::to_c(b));
 }
 
 void infer_bcast_mod(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
@@ -128,10 +113,7 @@ class ModKernel final : public Kernel {
   tensor::ReducePlan red_[2];
 };
 
-struct ModScalarParam {
-  double scalar;
-  bool is_int;
-};
+using tensor::ModScalarParam;  // mod_math.h (shared with clip_ops.cu)
 const auto kModScalarSchema =
     ParamSchema<ModScalarParam>()
         .optional("scalar", &ModScalarParam::scalar, 1.0, "The scalar operand.")
