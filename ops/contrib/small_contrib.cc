@@ -50,7 +50,7 @@ class DivSqrtDimKernel final : public Kernel {
   double scale_ = 1;
 };
 
-using tensor::QuadraticParam;  // unary_extra_math.h (shared with clip_ops.cu)
+using tensor::QuadraticParam;  // unary_extra_math.h (shared with elemwise_extra.cu)
 const auto kQuadraticSchema =
     ParamSchema<QuadraticParam>()
         .optional("a", &QuadraticParam::a, 0.f, "Coefficient of the quadratic term in the quadratic function.")

@@ -18,7 +18,7 @@ namespace {
 // straight-through or scaled gradient.
 enum class Fwd { kIdentity, kRound, kSign };
 
-using tensor::GradMultParam;  // unary_extra_math.h (shared with clip_ops.cu)
+using tensor::GradMultParam;  // unary_extra_math.h (shared with elemwise_extra.cu)
 const auto kGradMultSchema =
     ParamSchema<GradMultParam>()
         .optional("scalar", &GradMultParam::scalar, 1.0, "The gradient multiplier (lambda).")

@@ -1,5 +1,5 @@
 // clip's and hard_sigmoid's parameters and per-element arithmetic, shared by their CPU
-// kernels (unary_math.cc, hard_sigmoid.cc) and the CUDA kernels (clip_ops.cu).
+// kernels (unary_math.cc, hard_sigmoid.cc) and the CUDA kernels (elemwise_extra.cu).
 #pragma once
 
 #include "ops/elemwise_math.h"

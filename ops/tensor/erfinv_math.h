@@ -1,5 +1,5 @@
 // erfinv's arithmetic in double, shared by the CPU kernel (erfinv_khatri_rao.cc) and the CUDA
-// kernel (clip_ops.cu).
+// kernel (elemwise_extra.cu).
 #pragma once
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // gamma and gammaln (log |Γ(x)|), element-wise on float dtypes. Gradients use the digamma
 // function ψ: d Γ(x) = Γ(x) ψ(x), d lnΓ(x) = ψ(x) (as MXNet 1.9.1). The arithmetic is in
-// gamma_math.h (shared with the CUDA kernel, clip_ops.cu).
+// gamma_math.h (shared with the CUDA kernel, elemwise_extra.cu).
 #include <cmath>
 
 #include "ops/tensor/dtype_kernels.h"

@@ -1,5 +1,5 @@
 // gamma's and gammaln's arithmetic in double (values and the digamma function of their
-// gradients), shared by the CPU kernel (gamma.cc) and the CUDA kernel (clip_ops.cu).
+// gradients), shared by the CPU kernel (gamma.cc) and the CUDA kernel (elemwise_extra.cu).
 #pragma once
 
 #include <cmath>

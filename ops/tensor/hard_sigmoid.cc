@@ -1,6 +1,6 @@
 // hard_sigmoid(alpha, beta): y = clip(alpha * x + beta, 0, 1). The gradient is alpha * dy where
 // 0 < alpha * x + beta < 1 (strictly, as MXNet 1.9.1), else 0. The element arithmetic is in
-// clip_math.h (shared with the CUDA kernel, clip_ops.cu).
+// clip_math.h (shared with the CUDA kernel, elemwise_extra.cu).
 #include "ops/tensor/clip_math.h"
 #include "ops/tensor/dtype_kernels.h"
 

@@ -113,7 +113,7 @@ class ModKernel final : public Kernel {
   tensor::ReducePlan red_[2];
 };
 
-using tensor::ModScalarParam;  // mod_math.h (shared with clip_ops.cu)
+using tensor::ModScalarParam;  // mod_math.h (shared with elemwise_extra.cu)
 const auto kModScalarSchema =
     ParamSchema<ModScalarParam>()
         .optional("scalar", &ModScalarParam::scalar, 1.0, "The scalar operand.")

@@ -1,6 +1,6 @@
 // Modulo's arithmetic (MXNet's mod / rmod: the result takes the divisor's sign, through fmod in
 // double; a zero divisor gives 0) and its divisor gradient, shared by the CPU kernels (mod.cc)
-// and the CUDA kernels of _mod, _mod_scalar and _rmod_scalar (clip_ops.cu).
+// and the CUDA kernels of _mod, _mod_scalar and _rmod_scalar (elemwise_extra.cu).
 #pragma once
 
 #include <cmath>

@@ -1,6 +1,6 @@
 // Element-wise functors of small ops outside elemwise_math.h (logical_not, the straight-through
 // estimators, gradientmultiplier, _contrib_quadratic, _contrib_div_sqrt_dim), shared by their CPU
-// kernels and the CUDA kernels (clip_ops.cu). Same shape as elemwise_math.h's functors:
+// kernels and the CUDA kernels (elemwise_extra.cu). Same shape as elemwise_math.h's functors:
 // y = f(x), dx = g · d(x, y); C is the compute type.
 #pragma once
 

@@ -126,7 +126,7 @@ OpDef& unary(const char* name, Uses uses, const char* doc, const char* kind = "n
 }();
 
 // ---- clip ----
-using tensor::ClipParam;  // clip_math.h: shared with the CUDA kernel (clip_ops.cu)
+using tensor::ClipParam;  // clip_math.h: shared with the CUDA kernel (elemwise_extra.cu)
 const auto kClipSchema = ParamSchema<ClipParam>()
                              .required("a_min", &ClipParam::a_min, "Minimum value.")
                              .required("a_max", &ClipParam::a_max, "Maximum value.")
