@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "ops/tensor/device_plans.cuh"
+#include "ops/tensor/hypot_math.h"
+#include "ops/tensor/mod_math.h"
 #include "ops/tensor/reduce_axes.h"
 #include "ops/tensor/reduce_math.h"
 #include "runtime/cuda/elementwise.cuh"
@@ -263,6 +265,10 @@ LOOM_REGISTER_OP("broadcast_minimum")
     .kernel(DeviceType::kGPU, make<BroadcastGpuKernel<math::Minimum>>());
 LOOM_REGISTER_OP("broadcast_power")
     .kernel(DeviceType::kGPU, make<BroadcastGpuKernel<math::Power>>());
+// hypot and mod: the CPU kernels' value rules (hypot_math.h, mod_math.h).
+LOOM_REGISTER_OP("broadcast_hypot")
+    .kernel(DeviceType::kGPU, make<BroadcastGpuKernel<tensor::HypotF>>());
+LOOM_REGISTER_OP("broadcast_mod").kernel(DeviceType::kGPU, make<BroadcastGpuKernel<tensor::ModF>>());
 
 // The broadcast comparisons (broadcast_equal, ...; zero gradient) over math::cmp functors.
 template <class F>

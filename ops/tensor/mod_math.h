@@ -38,4 +38,11 @@ LOOM_HD double mod_rgrad_c(C a, C b) {
   return -static_cast<double>(math::fn::floor(q));
 }
 
+/// broadcast_mod's functor for the GPU broadcast kernel (broadcast_reduce.cu), as HypotF.
+struct ModF {
+  LOOM_HD static float f(float a, float b) { return static_cast<float>(mod_double(a, b)); }
+  LOOM_HD static float da(float, float) { return 1.f; }
+  LOOM_HD static float db(float a, float b) { return static_cast<float>(mod_rgrad_c<float>(a, b)); }
+};
+
 }  // namespace loom::tensor
