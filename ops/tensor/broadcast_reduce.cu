@@ -270,6 +270,57 @@ LOOM_REGISTER_OP("broadcast_hypot")
     .kernel(DeviceType::kGPU, make<BroadcastGpuKernel<tensor::HypotF>>());
 LOOM_REGISTER_OP("broadcast_mod").kernel(DeviceType::kGPU, make<BroadcastGpuKernel<tensor::ModF>>());
 
+// broadcast_to, broadcast_axis, broadcast_like: the CPU kernel's plans (input broadcast onto
+// the output; the gradient summed back over the broadcast axes). The second operand of the
+// forward plan is the input again (First ignores it); broadcast_like's rhs only lends its
+// shape and gets a zero gradient.
+struct First {
+  LOOM_HD static float f(float a, float) { return a; }
+};
+
+class BroadcastToGpuKernel final : public Kernel {
+ public:
+  explicit BroadcastToGpuKernel(const KernelArgs& a)
+      : plan_(cuda::device_plan(
+            tensor::make_bcast_plan(a.in_shapes[0], a.in_shapes[0], a.out_shapes[0]), a)),
+        red_(tensor::make_reduce_plan(a.out_shapes[0],
+                                      tensor::pad_shape(a.in_shapes[0], a.out_shapes[0].ndim())),
+             a.device),
+        n_(a.out_shapes[0].numel()) {
+    for (DType t : {a.in_types[0], a.out_types[0]})
+      if (t != DType::kFloat32)
+        throw Error("op " + a.attrs.op->name + " (node " + a.attrs.name +
+                    "): the GPU kernel supports float32 only, got " + dtype_name(t));
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    const float* x = in[0].data<float>();
+    bcast_forward_kernel<First><<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        plan_, x, x, out[0].data<float>(), n_, req[0] == Req::kAdd);
+    cuda::check_launch("bcast_forward_kernel");
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray>,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    cudaStream_t s = cuda::stream_of(ctx);
+    if (req.size() > 1 && req[1] != Req::kNull && req[1] != Req::kAdd)
+      cuda::check(cudaMemsetAsync(ig[1].raw(), 0, ig[1].nbytes(), s), "cudaMemsetAsync");
+    if (req[0] == Req::kNull) return;
+    red_.run<math::SumReduce>(s, og[0].data<float>(), ig[0].data<float>(), 1.f,
+                              req[0] == Req::kAdd);
+  }
+
+ private:
+  cuda::DevBcast plan_;
+  DevReduce red_;
+  int64_t n_;
+};
+
+LOOM_REGISTER_OP("broadcast_to").kernel(DeviceType::kGPU, make<BroadcastToGpuKernel>());
+LOOM_REGISTER_OP("broadcast_axis").kernel(DeviceType::kGPU, make<BroadcastToGpuKernel>());
+LOOM_REGISTER_OP("broadcast_like").kernel(DeviceType::kGPU, make<BroadcastToGpuKernel>());
+
 // The broadcast comparisons (broadcast_equal, ...; zero gradient) over math::cmp functors.
 template <class F>
 void reg(const char* name) {

@@ -1,5 +1,6 @@
 // The arithmetic of _hypot, broadcast_hypot and _hypot_scalar (in double, rounded once), shared
-// by the CPU kernel (hypot.cc) and the CUDA kernels of _hypot and _hypot_scalar (elemwise_extra.cu).
+// by the CPU kernel (hypot.cc) and the CUDA kernels of _hypot and _hypot_scalar
+// (elemwise_extra.cu).
 #pragma once
 
 #include <cmath>
