@@ -20,6 +20,8 @@ class GatherKernel : public Kernel {
     dispatch_dtype(
         t_, [](auto) {}, what_);
   }
+  /// The table, for the GPU kernel (index_map.cu), which runs the same gather.
+  const std::vector<int64_t>& table() const { return src_; }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;

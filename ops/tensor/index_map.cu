@@ -5,6 +5,7 @@
 // per-element rule the CPU kernel runs, one thread per output element. The gradient scatters back:
 // plain adds where the map is injective, atomic adds where copies share a source (tile, repeat:
 // summed in another order than the CPU's).
+#include "ops/tensor/gather_kernel.h"
 #include "ops/tensor/index_map.h"
 #include "runtime/cuda/elementwise.cuh"
 
@@ -69,6 +70,62 @@ class IndexMapGpuKernel final : public Kernel {
   bool injective_;
 };
 
+// ---- table gathers: the CPU GatherKernel's table (depth_to_space, space_to_depth, diag) ----
+
+// y[o] (=|+=) x[src[o]], or 0 where src[o] < 0.
+__global__ void table_gather(const int64_t* src, const float* x, float* y, int64_t n, int add) {
+  LOOM_GRID_LOOP(o, n) math::assign_req(y + o, add, src[o] < 0 ? 0.f : x[src[o]]);
+}
+// dx[src[o]] += g[o]: the table is injective, so no two threads meet.
+__global__ void table_scatter(const int64_t* src, const float* g, float* dx, int64_t n) {
+  LOOM_GRID_LOOP(o, n) if (src[o] >= 0) dx[src[o]] += g[o];
+}
+
+class TableGpuKernel final : public Kernel {
+ public:
+  TableGpuKernel(const KernelArgs& a, const std::vector<int64_t>& src)
+      : src_(Shape{std::max<int64_t>(1, std::ssize(src))}, DType::kInt64, a.device),
+        n_(std::ssize(src)) {
+    const std::string what = "op " + a.attrs.op->name + " (node " + a.attrs.name + ")";
+    for (DType t : {a.in_types[0], a.out_types[0]})
+      if (t != DType::kFloat32)
+        throw Error(what + ": the GPU kernel supports float32 only, got " + dtype_name(t));
+    if (!src.empty()) src_.copy_from_host(src.data(), src.size() * sizeof(int64_t));
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (req[0] == Req::kNull || n_ == 0) return;
+    table_gather<<<cuda::grid_size(n_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        src_.data<int64_t>(), in[0].data<float>(), out[0].data<float>(), n_,
+        req[0] == Req::kAdd);
+    cuda::check_launch("table_gather");
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray>,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull) return;
+    cudaStream_t s = cuda::stream_of(ctx);
+    if (req[0] != Req::kAdd)
+      cuda::check(cudaMemsetAsync(ig[0].raw(), 0, ig[0].nbytes(), s), "cudaMemsetAsync");
+    if (n_ == 0) return;
+    table_scatter<<<cuda::grid_size(n_), cuda::kBlockSize, 0, s>>>(
+        src_.data<int64_t>(), og[0].data<float>(), ig[0].data<float>(), n_);
+    cuda::check_launch("table_scatter");
+  }
+
+ private:
+  NDArray src_;  ///< the table on the device, copied once at bind
+  int64_t n_;
+};
+
+std::unique_ptr<Kernel> from_cpu_table(const KernelArgs& a) {
+  auto cpu = a.attrs.op->kernels.at(DeviceType::kCPU)(a);
+  auto* k = dynamic_cast<tensor::GatherKernel*>(cpu.get());
+  if (!k)
+    throw Error("op " + a.attrs.op->name + ": its CPU kernel is not a table gather (index_map.cu)");
+  return std::make_unique<TableGpuKernel>(a, k->table());
+}
+
 // The op's CPU kernel, built for the map it holds.
 std::unique_ptr<Kernel> from_cpu_map(const KernelArgs& a) {
   auto cpu = a.attrs.op->kernels.at(DeviceType::kCPU)(a);
@@ -85,6 +142,8 @@ std::unique_ptr<Kernel> from_cpu_map(const KernelArgs& a) {
     return std::unique_ptr<Kernel>(std::make_unique<IndexMapGpuKernel>(
         a, tensor::transpose_index_map(a.attrs, a.in_shapes[0])));
   });
+  for (const char* op : {"depth_to_space", "space_to_depth", "diag"})
+    register_op(op).kernel(DeviceType::kGPU, from_cpu_table);
   register_op("Crop").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
     return std::unique_ptr<Kernel>(
         std::make_unique<IndexMapGpuKernel>(a, tensor::crop_index_map(a)));
