@@ -14,6 +14,7 @@
 #include "ops/infer.h"
 #include "ops/tensor/dtype_kernels.h"
 #include "ops/tensor/reduce_axes.h"
+#include "ops/tensor/split_concat.h"
 
 namespace loom {
 namespace {
@@ -65,12 +66,7 @@ class SquareSumKernel final : public Kernel {
 };
 
 // ---- _split_v2 ----
-struct SplitV2Param {
-  Shape indices;
-  int axis;
-  bool squeeze_axis;
-  int sections;
-};
+using tensor::SplitV2Param;  // split_concat.h (shared with split_concat.cu)
 const auto kSplitV2Schema =
     ParamSchema<SplitV2Param>()
         .required("indices", &SplitV2Param::indices, "Indices of splits (the first is 0).")
@@ -89,25 +85,7 @@ int split_count(const SplitV2Param& p) {
   return p.sections > 0 ? p.sections : static_cast<int>(p.indices.ndim());
 }
 
-/// Start of every piece along the axis of length n, then n.
-std::vector<int64_t> split_bounds(const OpAttrs& a, int64_t n) {
-  const auto& p = a.param<SplitV2Param>();
-  std::vector<int64_t> b;
-  if (p.sections > 0) {
-    if (n % p.sections != 0)
-      throw ShapeError("axis of size " + std::to_string(n) + " does not split into " +
-                       std::to_string(p.sections) + " equal sections");
-    for (int k = 0; k <= p.sections; ++k) b.push_back(n / p.sections * k);
-    return b;
-  }
-  b.assign(p.indices.dims().begin(), p.indices.dims().end());
-  b.push_back(n);
-  for (size_t k = 0; k + 1 < b.size(); ++k)
-    if (b[k] < 0 || b[k] > b[k + 1])
-      throw ShapeError("split indices " + p.indices.str() + " are not increasing within [0, " +
-                       std::to_string(n) + "]");
-  return b;
-}
+using tensor::split_bounds;
 
 void infer_split_v2(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
   if (in[0].ndim() == 0) return;

@@ -1,5 +1,5 @@
-// GPU kernels of Concat, SliceChannel, slice_axis and stack (registered by concat.cc,
-// slice_channel.cc and stack.cc): the
+// GPU kernels of Concat, SliceChannel, slice_axis, stack and _split_v2 (registered by
+// concat.cc, slice_channel.cc, stack.cc and misc_ops.cc): the
 // row views of split_concat.h, which the CPU kernels use, moved with cudaMemcpy2DAsync (any
 // dtype) or, to add, a float32 kernel.
 #include "ops/tensor/split_concat.h"
@@ -219,6 +219,69 @@ class StackGpuKernel final : public Kernel {
 
 LOOM_REGISTER_OP("stack").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
   return std::unique_ptr<Kernel>(std::make_unique<StackGpuKernel>(a));
+});
+
+// _split_v2: piece k is rows [b_k, b_{k+1}) of the axis, split_bounds of split_concat.h (the
+// CPU kernel's). The gradient writes every piece back; with write, rows before the first
+// piece (indices not starting at 0) and pieces without a head gradient get 0.
+class SplitV2GpuKernel final : public Kernel {
+ public:
+  explicit SplitV2GpuKernel(const KernelArgs& a) : elem_(element_size(a)), t_(a.in_types[0]) {
+    const Shape& s = a.in_shapes[0];
+    const int ax = tensor::norm_axis(a.attrs.param<tensor::SplitV2Param>().axis, s.ndim(),
+                                     "op _split_v2 (node " + a.attrs.name + "): axis");
+    bounds_ = tensor::split_bounds(a.attrs, s[ax]);
+    dim_ = s[ax];
+    for (int d = 0; d < ax; ++d) outer_ *= s[d];
+    for (int d = ax + 1; d < s.ndim(); ++d) inner_ *= s[d];
+  }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    cudaStream_t s = cuda::stream_of(ctx);
+    const char* x = static_cast<const char*>(in[0].raw());
+    for (size_t k = 0; k < out.size(); ++k) {
+      require_add_f32(req[k], t_, "_split_v2");
+      const int64_t len = (bounds_[k + 1] - bounds_[k]) * inner_;
+      move_rows(s, x + bounds_[k] * inner_ * static_cast<int64_t>(elem_), dim_ * inner_,
+                out[k].raw(), len, outer_, len, elem_, req[k]);
+    }
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray>,
+                std::span<const NDArray>, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (req[0] == Req::kNull) return;
+    require_add_f32(req[0], t_, "_split_v2");
+    cudaStream_t s = cuda::stream_of(ctx);
+    char* dx = static_cast<char*>(ig[0].raw());
+    const size_t pitch = static_cast<size_t>(dim_ * inner_) * elem_;
+    auto zero = [&](int64_t from, int64_t len) {  // rows [from, from + len) of the axis
+      if (req[0] == Req::kAdd || len == 0 || outer_ == 0) return;
+      cuda::check(cudaMemset2DAsync(dx + from * inner_ * static_cast<int64_t>(elem_), pitch, 0,
+                                    static_cast<size_t>(len * inner_) * elem_,
+                                    static_cast<size_t>(outer_), s),
+                  "cudaMemset2DAsync");
+    };
+    zero(0, bounds_[0]);
+    for (size_t k = 0; k < og.size(); ++k) {
+      const int64_t len = bounds_[k + 1] - bounds_[k];
+      if (og[k].is_none()) {
+        zero(bounds_[k], len);
+        continue;
+      }
+      move_rows(s, og[k].raw(), len * inner_, dx + bounds_[k] * inner_ * static_cast<int64_t>(elem_),
+                dim_ * inner_, outer_, len * inner_, elem_, req[0]);
+    }
+  }
+
+ private:
+  size_t elem_;
+  DType t_;
+  std::vector<int64_t> bounds_;
+  int64_t outer_ = 1, inner_ = 1, dim_ = 1;
+};
+
+LOOM_REGISTER_OP("_split_v2").kernel(DeviceType::kGPU, [](const KernelArgs& a) {
+  return std::unique_ptr<Kernel>(std::make_unique<SplitV2GpuKernel>(a));
 });
 
 }  // namespace

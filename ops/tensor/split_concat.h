@@ -15,6 +15,34 @@
 
 namespace loom::tensor {
 
+/// _split_v2's parameters (misc_ops.cc declares the schema; split_concat.cu runs it on the
+/// GPU).
+struct SplitV2Param {
+  Shape indices;
+  int axis;
+  bool squeeze_axis;
+  int sections;
+};
+/// Start of every piece along the axis of length n, then n.
+inline std::vector<int64_t> split_bounds(const OpAttrs& a, int64_t n) {
+  const auto& p = a.param<SplitV2Param>();
+  std::vector<int64_t> b;
+  if (p.sections > 0) {
+    if (n % p.sections != 0)
+      throw ShapeError("axis of size " + std::to_string(n) + " does not split into " +
+                       std::to_string(p.sections) + " equal sections");
+    for (int k = 0; k <= p.sections; ++k) b.push_back(n / p.sections * k);
+    return b;
+  }
+  b.assign(p.indices.dims().begin(), p.indices.dims().end());
+  b.push_back(n);
+  for (size_t k = 0; k + 1 < b.size(); ++k)
+    if (b[k] < 0 || b[k] > b[k + 1])
+      throw ShapeError("split indices " + p.indices.str() + " are not increasing within [0, " +
+                       std::to_string(n) + "]");
+  return b;
+}
+
 /// stack's parameters (stack.cc declares the schema; split_concat.cu runs it on the GPU).
 struct StackParam {
   int num_args;
