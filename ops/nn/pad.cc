@@ -4,16 +4,13 @@
 // gradient into the input element it copies (several, at edges and reflections).
 #include "ops/infer.h"
 #include "ops/nn/nn_dtype.h"
+#include "ops/nn/pad_math.h"
 #include "ops/tensor/dtype_kernels.h"
 
 namespace loom {
 namespace {
 
-struct PadParam {
-  std::string mode;
-  Shape pad_width;
-  double constant_value;
-};
+using nn::PadParam;  // pad_math.h (shared with pad.cu)
 const auto kPadSchema =
     ParamSchema<PadParam>()
         .choice("mode", &PadParam::mode, {"constant", "edge", "reflect"}, "constant",
@@ -55,15 +52,8 @@ class PadKernel final : public Kernel {
     for (int d = 0; d < s.ndim(); ++d) {
       const int64_t n = s[d], before = p.pad_width[2 * d];
       std::vector<int64_t> m(static_cast<size_t>(out_[d]));
-      for (int64_t o = 0; o < out_[d]; ++o) {
-        int64_t i = o - before;
-        if (i < 0 || i >= n) {
-          if (p.mode == "constant") i = -1;
-          else if (p.mode == "edge") i = i < 0 ? 0 : n - 1;
-          else i = i < 0 ? -i : 2 * (n - 1) - i;  // reflect
-        }
-        m[static_cast<size_t>(o)] = i;
-      }
+      for (int64_t o = 0; o < out_[d]; ++o)
+        m[static_cast<size_t>(o)] = nn::pad_source_index(o, n, before, nn::pad_mode(p.mode));
       src_.push_back(std::move(m));
     }
   }

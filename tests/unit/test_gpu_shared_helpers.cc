@@ -9,6 +9,7 @@
 
 #include "ops/loss/sce_svm_math.h"
 #include "ops/nn/leaky_relu_math.h"
+#include "ops/nn/pad_math.h"
 #include "ops/nn/softmax_common.h"
 #include "ops/tensor/gamma_math.h"
 #include "ops/tensor/index_map.h"
@@ -172,6 +173,25 @@ TEST(GpuSharedHelpers, CropIndexMapEqualsCpuCrop) {
         tensor::crop_index_map(KernelArgs{op.attrs(), in, out, it, ot, Device::cpu()}), "test");
     for (int64_t o = 0; o < y.size(); ++o)
       EXPECT_EQ(y.data<float>()[o], x.data<float>()[v.source(o)]) << center << " element " << o;
+  }
+}
+
+// Pad runs on the GPU through PadView::source (the CPU composes per-axis tables of the same
+// per-axis rule): the view's gather equals the CPU Pad, every mode.
+TEST(GpuSharedHelpers, PadViewEqualsCpuPad) {
+  for (const char* mode : {"constant", "edge", "reflect"}) {
+    const Attrs attrs = {{"mode", mode}, {"pad_width", "(0, 0, 0, 0, 1, 2, 2, 1)"},
+                         {"constant_value", "-7"}};
+    ImperativeOp op("Pad", attrs, {Shape{1, 2, 3, 4}});
+    NDArray x(Shape{1, 2, 3, 4}, DType::kFloat32);
+    for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = static_cast<float>(i);
+    const NDArray y = op.forward({x})[0];
+    const auto v = nn::pad_view(op.attrs().param<nn::PadParam>(), Shape{1, 2, 3, 4},
+                                op.out_shapes()[0]);
+    for (int64_t o = 0; o < y.size(); ++o) {
+      const int64_t k = v.source(o);
+      EXPECT_EQ(y.data<float>()[o], k < 0 ? -7.f : x.data<float>()[k]) << mode << " " << o;
+    }
   }
 }
 
