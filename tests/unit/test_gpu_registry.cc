@@ -33,8 +33,6 @@ const std::vector<NoGpuKernelYet>& no_gpu_kernel_yet() {
         "_linalg_extracttrian", "_linalg_makediag", "_linalg_maketrian"}},
       {"not yet: loss heads CTCLoss and IdentityAttachKLSparseReg",
        {"CTCLoss", "IdentityAttachKLSparseReg"}},
-      {"not yet: dtype conversions (the GPU kernels are float32 only)",
-       {"Cast", "amp_cast", "amp_multicast"}},
       {"not yet: reductions other than sum/mean/max/min/prod (NaN-aware, norms, arg-, "
        "finiteness)",
        {"nansum", "nanprod", "norm", "_square_sum", "argmax", "argmin", "argmax_channel",
@@ -159,6 +157,7 @@ const char* const kKnownGpuOps[] = {
     "gamma", "gammaln", "erfinv", "_mod", "_mod_scalar", "_rmod_scalar",
     "broadcast_hypot", "broadcast_mod", "broadcast_to", "broadcast_axis", "broadcast_like",
     "depth_to_space", "space_to_depth", "diag", "_split_v2", "Pad",
+    "Cast", "amp_cast", "amp_multicast",
     "exp", "elemwise_add", "_plus_scalar", "_copy", "Activation", "LinearRegressionOutput",
     "LogisticRegressionOutput", "MAERegressionOutput", "MakeLoss", "SoftmaxOutput", "sgd_update",
     "sgd_mom_update", "nag_mom_update", "adam_update", "_loom_accumulate", "_loom_counter",
