@@ -15,6 +15,7 @@
 #include <chrono>
 
 #include "ops/dist/adjacent_runs.h"
+#include "ops/dist/allreduce_plan.h"
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/op.h"
@@ -23,11 +24,7 @@
 namespace loom {
 namespace {
 
-struct AllreduceParam {
-  int num_tensors;
-  int world_size;
-  double bucket_mb, first_bucket_mb, scale;
-};
+using dist_ops::AllreduceParam;
 
 const auto kSchema =
     ParamSchema<AllreduceParam>()
@@ -51,26 +48,18 @@ class AllreduceKernel final : public Kernel {
  public:
   explicit AllreduceKernel(const KernelArgs& a)
       : p_(a.attrs.param<AllreduceParam>()), comm_(dist::init()) {
-    where_ = "node '" + a.attrs.name + "' (op _loom_allreduce) on rank " +
-             std::to_string(comm_.rank()) + " of " + std::to_string(comm_.size());
+    where_ = dist_ops::where(a.attrs.name, "_loom_allreduce", comm_);
     if (p_.world_size > 0 && p_.world_size != comm_.size())
       throw dist::DistError(where_ + ": the step graph was built for " +
                             std::to_string(p_.world_size) +
                             " ranks (its gradient scale assumes it); rebuild it for this job");
     // The bucket plan: tensors in input order, a bucket closes once it holds its cap.
-    std::string plan = a.attrs.name;
-    size_t bytes = 0;
-    for (size_t i = 0; i < a.in_shapes.size(); ++i) {
-      if (buckets_.empty() || bytes >= cap(buckets_.size() - 1)) {
-        buckets_.emplace_back();
-        bytes = 0;
-        plan += ";";
-      }
-      buckets_.back().push_back(i);
-      bytes += static_cast<size_t>(a.in_shapes[i].bytes(a.in_types[i]));
-      plan += " " + a.in_shapes[i].str() + dtype_name(a.in_types[i]);
-    }
-    if (comm_.size() > 1) comm_.check_same("bucket plan of " + where_, plan.data(), plan.size());
+    dist_ops::BucketPlan plan = dist_ops::plan_buckets(
+        a.attrs.name, a.in_shapes, a.in_types, dist_ops::mib(p_.first_bucket_mb),
+        dist_ops::mib(p_.bucket_mb));
+    buckets_ = std::move(plan.buckets);
+    if (comm_.size() > 1)
+      comm_.check_same("bucket plan of " + where_, plan.text.data(), plan.text.size());
   }
 
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req>,
@@ -84,10 +73,6 @@ class AllreduceKernel final : public Kernel {
   }
 
  private:
-  size_t cap(size_t bucket) const {
-    return static_cast<size_t>((bucket == 0 ? p_.first_bucket_mb : p_.bucket_mb) * 1048576.0);
-  }
-
   void reduce_bucket(std::span<const NDArray> arrays, const std::vector<size_t>& b) {
     for (const dist_ops::Run& r : dist_ops::adjacent_runs(arrays, b))
       comm_.allreduce(r.data, r.data, r.count, r.dtype, dist::ReduceOp::kSum, p_.scale);

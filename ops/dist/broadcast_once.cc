@@ -9,6 +9,7 @@
 // make the weights auxiliary states); it is never fused or chained, and nothing reads its
 // output. At bind every rank checks that all ranks bound the same graph (`signature`, a hash
 // make_step computes) with the same shapes and dtypes (Communicator::check_same).
+#include "ops/dist/allreduce_plan.h"
 #include "ops/infer.h"
 #include "ops/op.h"
 #include "runtime/dist/communicator.h"
@@ -16,11 +17,7 @@
 namespace loom {
 namespace {
 
-struct BroadcastOnceParam {
-  int num_args;
-  int root;
-  std::string signature;
-};
+using dist_ops::BroadcastOnceParam;
 
 const auto kSchema =
     ParamSchema<BroadcastOnceParam>()

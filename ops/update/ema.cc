@@ -61,6 +61,7 @@
 #include <cmath>
 
 #include "ops/update/ema_math.h"
+#include "ops/update/shard_plan.h"
 #include "ops/update/update_util.h"
 #include "runtime/dist/communicator.h"
 
@@ -225,14 +226,7 @@ LOOM_REGISTER_OP("_loom_ema_debias")
     .sample({.in_shapes = {{3, 4}, {1}}, .in_kinds = {"normal", "positive"}, .check_grad = false})
     .sample({.in_shapes = {{5}, {1}}, .in_kinds = {"normal", "zeros"}, .check_grad = false});
 
-struct EmaShardParam {
-  int num_tensors;
-  int world_size;
-  double decay;
-  std::string schedule, init;
-  double tau, gamma, power, min_decay;
-  int64_t update_after_step, start_step;
-};
+using update::EmaShardParam;
 
 const auto kEmaShardSchema =
     ema_schema(ParamSchema<EmaShardParam>()
@@ -261,19 +255,13 @@ class EmaShardKernel final : public Kernel {
                             std::to_string(comm.rank()) + " of " + std::to_string(comm.size()) +
                             ": the step graph shards the EMA over " +
                             std::to_string(p_.world_size) + " ranks; rebuild it for this job");
-    const auto n = static_cast<size_t>(p_.num_tensors);
-    int64_t total = 0;
-    for (size_t i = 1; i <= n; ++i) total += a.in_shapes[i].numel();
-    const int64_t w = p_.world_size, r = comm.rank();
-    const int64_t lo = total * r / w, hi = total * (r + 1) / w;
-    // The pieces of tensors inside [lo, hi): (tensor, first element, shard offset, length).
-    int64_t off = 0;
-    for (size_t i = 1; i <= n; ++i) {
-      const int64_t sz = a.in_shapes[i].numel(), b = std::max(off, lo), e = std::min(off + sz, hi);
-      if (b < e) segs_.push_back({i, b - off, b - lo, e - b});
-      off += sz;
-    }
-    own_ = hi - lo;
+    std::vector<int64_t> sizes;
+    for (size_t i = 1; i <= static_cast<size_t>(p_.num_tensors); ++i)
+      sizes.push_back(a.in_shapes[i].numel());
+    // The pieces of tensors inside the own range (update::shard_range, shard_plan.h).
+    update::ShardRange range = update::shard_range(sizes, comm.rank(), p_.world_size, 1);
+    segs_ = std::move(range.segs);
+    own_ = range.hi - range.lo;
   }
 
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
@@ -320,10 +308,7 @@ class EmaShardKernel final : public Kernel {
   }
 
  private:
-  struct Seg {
-    size_t tensor;
-    int64_t src, dst, len;
-  };
+  using Seg = update::ShardSeg;
   EmaShardParam p_;
   std::vector<Seg> segs_;
   int64_t own_ = 0;

@@ -78,6 +78,10 @@ class Communicator {
   int size() const { return size_; }
   /// "local", "mpi" or "nccl".
   virtual const char* backend() const = 0;
+  /// Back ends whose collectives take device memory ("nccl"): the cudaStream_t they are
+  /// issued on, so device kernels can order it with their own stream by events (no host
+  /// wait); null for the host back ends.
+  virtual void* device_stream() const { return nullptr; }
 
   /// recv[i] = scale * (op == kAverage ? 1/size : 1) * sum over ranks of send[i].
   /// Reductions take float32, float64, float16 (summed in float), int32 and int64; a scale

@@ -154,6 +154,7 @@ class NcclCommunicator : public Communicator {
   }
 
   const char* backend() const override { return "nccl"; }
+  void* device_stream() const override { return stream_; }
 
   [[noreturn]] void abort(int code, const std::string& message) override {
     nccl().comm_abort(comm_);
@@ -180,6 +181,7 @@ class NcclCommunicator : public Communicator {
                                             bool) override {
     const std::string what = describe("all_gather", stats().all_gather, count, t);
     const size_t bytes = count * dtype_size(t);
+    if (is_host(recv)) return host_all_gather(what, send, recv, bytes);
     return launch(what, 1.0, DType::kUint8, [&](ncclRedOp_t) {
       return nccl().all_gather(send, recv, bytes, ncclUint8, comm_, stream_);
     });
@@ -206,6 +208,37 @@ class NcclCommunicator : public Communicator {
       : Communicator(rank, size), comm_(comm), boot_(std::move(boot)) {
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaMalloc(&scratch_, sizeof(int32_t)), "cudaMalloc");
+  }
+
+  static bool is_host(const void* p) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free error of an unknown pointer
+      return true;
+    }
+    return a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged;
+  }
+
+  // All-gather of host bytes (Communicator::check_same at bind): staged through a device
+  // buffer, completed before returning (bind time only, so the host wait costs nothing).
+  std::unique_ptr<Request> host_all_gather(const std::string& what, const void* send, void* recv,
+                                           size_t bytes) {
+    const size_t all = bytes * static_cast<size_t>(size());
+    void* dev = nullptr;
+    check_cuda(cudaMalloc(&dev, all ? all : 1), what);
+    char* mine = static_cast<char*>(dev) + bytes * static_cast<size_t>(rank());
+    auto done = [&](cudaError_t rc) {
+      if (rc != cudaSuccess) cudaFree(dev);
+      check_cuda(rc, what);
+    };
+    done(cudaMemcpyAsync(mine, send, bytes, cudaMemcpyHostToDevice, stream_));
+    const ncclResult_t rc = nccl().all_gather(mine, dev, bytes, ncclUint8, comm_, stream_);
+    if (rc != ncclSuccess && rc != ncclInProgress) cudaFree(dev);
+    check_nccl(rc, what);
+    done(cudaMemcpyAsync(recv, dev, all, cudaMemcpyDeviceToHost, stream_));
+    done(cudaStreamSynchronize(stream_));
+    cudaFree(dev);
+    return nullptr;
   }
 
   // Issues one collective with ncclSum, or with a pre-multiplied sum when scale != 1 (the

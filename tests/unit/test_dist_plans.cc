@@ -1,0 +1,122 @@
+// Host-side planning shared by the CPU and GPU kernels of the data-parallel ops: the bucket
+// plan of _loom_allreduce (ops/dist/allreduce_plan.h) and the sharded EMA's range pieces
+// (ops/update/shard_plan.h), against element-by-element references written here.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "ops/dist/allreduce_plan.h"
+#include "ops/update/shard_plan.h"
+#include "runtime/imperative.h"
+
+namespace loom {
+namespace {
+
+TEST(DistPlans, BucketsCloseOnceTheyHoldTheirCap) {
+  // float32 tensors of 100, 300, 50, 400, 10, 10 bytes... in elements: 25, 75, 12, 100, 3.
+  const std::vector<Shape> shapes = {Shape{25}, Shape{75}, Shape{3, 4}, Shape{100}, Shape{3}};
+  const std::vector<DType> types(shapes.size(), DType::kFloat32);
+  // First cap 100 bytes: bucket 0 = {0} (100 bytes reach it); then cap 350: {1, 2} holds
+  // 300 + 48 = 348 < 350, so tensor 3 joins it (748), and tensor 4 opens a new bucket.
+  const auto p = dist_ops::plan_buckets("g", shapes, types, 100, 350);
+  const std::vector<std::vector<size_t>> want = {{0}, {1, 2, 3}, {4}};
+  EXPECT_EQ(p.buckets, want);
+  EXPECT_EQ(p.text, "g; (25,)float32; (75,)float32 (3, 4)float32 (100,)float32; (3,)float32");
+}
+
+TEST(DistPlans, OneBucketWhenCapsAreLarge) {
+  const std::vector<Shape> shapes = {Shape{2}, Shape{3}};
+  const std::vector<DType> types = {DType::kFloat32, DType::kFloat64};
+  const auto p = dist_ops::plan_buckets("x", shapes, types, dist_ops::mib(1), dist_ops::mib(25));
+  ASSERT_EQ(p.buckets.size(), 1u);
+  EXPECT_EQ(p.buckets[0], (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(dist_ops::mib(0.5), 524288u);
+}
+
+TEST(DistPlans, ShardRangesCoverEveryElementOnce) {
+  const std::vector<int64_t> sizes = {7, 0, 13, 1, 9};
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  for (int world : {1, 2, 3, 4, 7, 31, 40}) {
+    std::map<std::pair<size_t, int64_t>, int> seen;  // (tensor, element) -> times covered
+    int64_t next_lo = 0;
+    for (int r = 0; r < world; ++r) {
+      const auto range = update::shard_range(sizes, r, world, 1);
+      EXPECT_EQ(range.lo, next_lo);
+      EXPECT_EQ(range.hi, total * (r + 1) / world);
+      EXPECT_LE(range.hi - range.lo, (total + world - 1) / world);
+      next_lo = range.hi;
+      // Walk the range element by element through the concatenation and compare.
+      int64_t covered = 0;
+      for (const auto& g : range.segs) {
+        EXPECT_EQ(g.dst, covered);
+        for (int64_t i = 0; i < g.len; ++i) {
+          int64_t flat = range.lo + g.dst + i, t = 0;
+          while (flat >= sizes[static_cast<size_t>(t)]) flat -= sizes[static_cast<size_t>(t++)];
+          EXPECT_EQ(static_cast<size_t>(t) + 1, g.tensor);
+          EXPECT_EQ(flat, g.src + i);
+          ++seen[{g.tensor, g.src + i}];
+        }
+        covered += g.len;
+      }
+      EXPECT_EQ(covered, range.hi - range.lo);
+    }
+    EXPECT_EQ(next_lo, total);
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), total) << "world " << world;
+    for (const auto& [k, n] : seen) EXPECT_EQ(n, 1);
+  }
+}
+
+#ifdef LOOM_HAVE_CUDA
+// The GPU kernels of the data-parallel ops (ops/dist/dist_ops.cu, ops/update/shard.cu) are
+// constructed here without a device, from the ops' sweep samples (world size 1): their bind
+// -time checks and predicate declarations. Running them needs a GPU (and NCCL for 2 ranks).
+std::unique_ptr<Kernel> gpu_kernel(const std::string& op, size_t sample,
+                                   std::map<std::string, std::string> extra = {},
+                                   const Shape* first = nullptr) {
+  const OpDef* def = find_op(op);
+  EXPECT_NE(def, nullptr) << op;
+  const OpSample& s = def->samples.at(sample);
+  std::map<std::string, std::string> attrs(s.attrs.begin(), s.attrs.end());
+  for (auto& [k, v] : extra) attrs[k] = v;
+  std::vector<Shape> shapes = s.in_shapes;
+  if (first) shapes[0] = *first;
+  ImperativeOp cpu(op, attrs, shapes);
+  const std::vector<DType> in_types(cpu.in_shapes().size(), DType::kFloat32);
+  KernelArgs ka{cpu.attrs(), cpu.in_shapes(), cpu.out_shapes(), in_types, cpu.out_types(),
+                Device::gpu(0)};
+  return def->kernels.at(DeviceType::kGPU)(ka);
+}
+
+TEST(DistPlans, GpuKernelsBindAndDeclareTheirPredicatePath) {
+  // The collective reads its predicate on the host (a collective cannot be skipped on the
+  // device); the sharded EMA, which does not communicate, on the device.
+  for (size_t i : {0, 1}) {
+    auto k = gpu_kernel("_loom_allreduce", i);
+    EXPECT_FALSE(k->device_predicate());
+    EXPECT_TRUE(k->capturable());
+    auto e = gpu_kernel("_loom_ema_shard_update", i);
+    EXPECT_TRUE(e->device_predicate());
+    EXPECT_TRUE(e->capturable());
+    EXPECT_EQ(e->workspace_bytes(), sizeof(float));
+  }
+  EXPECT_FALSE(gpu_kernel("_loom_broadcast_once", 0)->device_predicate());
+}
+
+TEST(DistPlans, GpuKernelsRefuseAnotherWorldSize) {
+  try {
+    gpu_kernel("_loom_allreduce", 1, {{"world_size", "2"}});
+    ADD_FAILURE() << "a graph built for 2 ranks bound in a job of 1";
+  } catch (const dist::DistError& e) {
+    EXPECT_NE(std::string(e.what()).find("op _loom_allreduce"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("built for 2 ranks"), std::string::npos) << e.what();
+  }
+  const Shape third{6};  // ceil(17 / 3): the shard of a 3-rank graph
+  EXPECT_THROW(gpu_kernel("_loom_ema_shard_update", 0, {{"world_size", "3"}}, &third),
+               dist::DistError);
+  EXPECT_THROW(gpu_kernel("_loom_broadcast_once", 0, {{"root", "1"}}), dist::DistError);
+}
+#endif
+
+}  // namespace
+}  // namespace loom
