@@ -1,13 +1,14 @@
 // GPU kernel of _loom_bucket (registered by bucket.cc). For the inner ops make_step buckets
-// (sgd_update, sgd_mom_update, nag_mom_update, adam_update, _loom_accumulate,
-// _loom_ema_update) the whole bucket is one grid-stride launch over the concatenation of its
-// tensors: each element finds its tensor by binary search over the prefix offsets
-// (bucket_table.h, checked on the CPU) and runs the per-element step the per-tensor GPU
-// kernels and the CPU kernels run (sgd.h, adam.h, step_math.h, ema_math.h). The table (one
-// entry per tensor: its step with its own wd, its scalars and operand pointers) is built at
-// bind from the parameters and completed with the arrays' pointers on the first call, which
-// runs eagerly (DESIGN.md "GPU executor"); a later call whose arrays moved uploads it again.
-// Any other inner op, a call whose outputs have different requests, and
+// (sgd_update, sgd_mom_update, nag_mom_update, adam_update, adamw_update, _adamw_update,
+// rmsprop_update, rmspropalex_update, _loom_accumulate, _loom_ema_update) the whole bucket is
+// one grid-stride launch over the concatenation of its tensors: each element finds its tensor
+// by binary search over the prefix offsets (bucket_table.h, checked on the CPU) and runs the
+// per-element step the per-tensor GPU kernels and the CPU kernels run (sgd.h, adam.h,
+// more_steps.h, step_math.h, ema_math.h). The table (one entry per tensor: its step with its
+// own wd, its scalars and operand pointers) is built at bind from the parameters and
+// completed with the arrays' pointers on the first call, which runs eagerly (DESIGN.md "GPU
+// executor"); a later call whose arrays moved uploads it again. Any other inner op (LAMB's
+// phases, between per-tensor norm nodes), a call whose outputs have different requests, and
 // LOOM_CUDA_BUCKET_MULTI=0 run the inner op's own GPU kernel tensor after tensor.
 #include <algorithm>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include "ops/update/bucket.h"
 #include "ops/update/bucket_table.h"
 #include "ops/update/ema_math.h"
+#include "ops/update/more_steps.h"
 #include "ops/update/sgd.h"
 #include "ops/update/step_math.h"
 #include "runtime/cuda/elementwise.cuh"
@@ -78,6 +80,58 @@ struct AdamEntry {
   }
   __device__ void operator()(int64_t j, int req, const float*) const {
     store_req(out + j, req, step(lr_in ? *lr_in : lr, w[j], g[j], mean[j], var[j]));
+  }
+};
+
+/// rmsprop_update: inputs w, g, n, [lr]; rmspropalex_update: w, g, n, g_avg, delta, [lr].
+template <bool kAlex>
+struct RMSPropEntry {
+  using Param = update::RMSPropParam;
+  std::conditional_t<kAlex, update::RMSPropAlexStep, update::RMSPropStep> step;
+  float lr;
+  const float *lr_in, *w, *g;
+  float *n, *ga, *delta, *out;
+  explicit RMSPropEntry(const Param& p) : step(p), lr(static_cast<float>(p.lr)) {}
+  void bind(std::span<const NDArray> in, std::span<const NDArray> o, const Param& p) {
+    w = in[0].data<float>();
+    g = in[1].data<float>();
+    n = in[2].data<float>();
+    ga = kAlex ? in[3].data<float>() : nullptr;
+    delta = kAlex ? in[4].data<float>() : nullptr;
+    lr_in = p.lr_input ? in[kAlex ? 5 : 3].data<float>() : nullptr;
+    out = o[0].data<float>();
+  }
+  __device__ void operator()(int64_t j, int req, const float*) const {
+    const float rate = lr_in ? *lr_in : lr;
+    if constexpr (kAlex) store_req(out + j, req, step(rate, w[j], g[j], n[j], ga[j], delta[j]));
+    else store_req(out + j, req, step(rate, w[j], g[j], n[j]));
+  }
+};
+
+/// adamw_update: inputs w, g, mean, var, [eta]; _adamw_update: w, g, mean, var,
+/// rescale_grad, [eta]. A skipped update (adamw_skips) keeps the weight, states untouched.
+template <bool kTensorScale>
+struct AdamWEntry {
+  using Param = update::AdamWParam;
+  update::AdamWStep step;
+  float eta, rs;
+  const float *eta_in, *rs_in, *w, *g;
+  float *mean, *var, *out;
+  explicit AdamWEntry(const Param& p)
+      : step(p), eta(static_cast<float>(p.eta)), rs(static_cast<float>(p.rescale_grad)) {}
+  void bind(std::span<const NDArray> in, std::span<const NDArray> o, const Param& p) {
+    w = in[0].data<float>();
+    g = in[1].data<float>();
+    mean = in[2].data<float>();
+    var = in[3].data<float>();
+    rs_in = kTensorScale ? in[4].data<float>() : nullptr;
+    eta_in = p.lr_input ? in[kTensorScale ? 5 : 4].data<float>() : nullptr;
+    out = o[0].data<float>();
+  }
+  __device__ void operator()(int64_t j, int req, const float*) const {
+    const float e = eta_in ? *eta_in : eta, s = rs_in ? *rs_in : rs;
+    if (update::adamw_skips(s)) store_req(out + j, req, w[j]);
+    else store_req(out + j, req, step(e, s, w[j], g[j], mean[j], var[j]));
   }
 };
 
@@ -163,11 +217,9 @@ class MultiPassOf final : public MultiPass {
       entries_.emplace_back(p.attrs[i].param<typename Entry::Param>());
       sizes.push_back(a.in_shapes[i * p.m].numel());
     }
-    const std::vector<int64_t> off = update::bucket_offsets(sizes);
-    total_ = off.back();
-    off_ = NDArray(Shape{static_cast<int64_t>(off.size())}, DType::kInt64, a.device);
-    off_.copy_from_host(off.data(), off.size() * sizeof(int64_t));
-    table_ = NDArray(Shape{static_cast<int64_t>(p.n * sizeof(Entry))}, DType::kUint8, a.device);
+    off_host_ = update::bucket_offsets(sizes);
+    total_ = off_host_.back();
+    device_ = a.device;
   }
   size_t workspace_bytes() const override {
     return std::is_same_v<Entry, EmaEntry> ? p_.n * sizeof(float) : 0;
@@ -190,8 +242,14 @@ class MultiPassOf final : public MultiPass {
   }
 
  private:
-  // The pointers are fixed per bind; the first call (eager) uploads them.
+  // The pointers are fixed per bind; the first call (eager) allocates and uploads the
+  // table, so constructing the kernel needs no device.
   void upload_if_moved(std::span<const NDArray> in, std::span<const NDArray> out) {
+    if (off_.is_none()) {
+      off_ = NDArray(Shape{static_cast<int64_t>(off_host_.size())}, DType::kInt64, device_);
+      off_.copy_from_host(off_host_.data(), off_host_.size() * sizeof(int64_t));
+      table_ = NDArray(Shape{static_cast<int64_t>(p_.n * sizeof(Entry))}, DType::kUint8, device_);
+    }
     std::vector<const void*> ptrs;
     for (const NDArray& x : in) ptrs.push_back(x.raw());
     for (const NDArray& x : out) ptrs.push_back(x.raw());
@@ -205,6 +263,8 @@ class MultiPassOf final : public MultiPass {
 
   const update::BucketParam& p_;
   std::vector<Entry> entries_;
+  std::vector<int64_t> off_host_;
+  Device device_;
   NDArray off_, table_;
   int64_t total_ = 0;
   std::vector<const void*> uploaded_;
@@ -224,6 +284,10 @@ std::unique_ptr<MultiPass> make_multi(const update::BucketParam& p, const Kernel
   if (op == "nag_mom_update")
     return std::make_unique<MultiPassOf<SgdEntry<update::NAGMomStep, SGDMomParam, true>>>(p, a);
   if (op == "adam_update") return std::make_unique<MultiPassOf<AdamEntry>>(p, a);
+  if (op == "rmsprop_update") return std::make_unique<MultiPassOf<RMSPropEntry<false>>>(p, a);
+  if (op == "rmspropalex_update") return std::make_unique<MultiPassOf<RMSPropEntry<true>>>(p, a);
+  if (op == "adamw_update") return std::make_unique<MultiPassOf<AdamWEntry<false>>>(p, a);
+  if (op == "_adamw_update") return std::make_unique<MultiPassOf<AdamWEntry<true>>>(p, a);
   if (op == "_loom_accumulate") return std::make_unique<MultiPassOf<AccumulateEntry>>(p, a);
   if (op == "_loom_ema_update") return std::make_unique<MultiPassOf<EmaEntry>>(p, a);
   return nullptr;
