@@ -1,8 +1,9 @@
 // ops/tensor/cast_math.h, the conversion the GPU Cast/amp_cast/amp_multicast kernels run,
 // against the CPU kernels' convert_value (runtime/dtype_traits.h) and add_value
 // (ops/tensor/dtype_kernels.h): every pair of the eight dtypes over edge values (NaN, ±inf,
-// ±0, saturation bounds, wrap points, float16 ties and subnormals) and random values, every
-// float16 bit pattern to float, and float-to-float16 on random float bit patterns.
+// ±0, saturation bounds, wrap points) and random values, every float16 bit pattern to float
+// and back, every tie between neighbouring float16 values (subnormal ones included) and the
+// floats beside it, and float-to-float16 on random float bit patterns.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -115,6 +116,14 @@ TEST(CastMath, EveryHalfPatternAndRandomFloats) {
     const float gpu = castm::f16_to_float(static_cast<uint16_t>(h));
     ASSERT_TRUE(same_bits(cpu, gpu)) << "half bits " << h;
     ASSERT_EQ(castm::f16_from_float(gpu), float_to_half_bits(cpu)) << "round trip of " << h;
+    // The exact midpoint to the next pattern (a tie: rounds to the even one) and values a
+    // float ulp either side of it.
+    if ((h & 0x7c00u) != 0x7c00u && (h & 0x7fffu) != 0x7bffu) {
+      const float mid = (cpu + half_bits_to_float(static_cast<uint16_t>(h + 1))) / 2;
+      for (float f : {mid, std::nextafter(mid, 0.f), std::nextafter(mid, 2 * mid)})
+        ASSERT_EQ(castm::f16_from_float(f), float_to_half_bits(f)) << "near the tie above " << h;
+      ASSERT_EQ(castm::f16_from_float(mid) & 1u, 0u) << "tie above " << h << " not to even";
+    }
   }
   std::mt19937 rng(41);
   for (int i = 0; i < 200000; ++i) {
