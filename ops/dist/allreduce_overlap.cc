@@ -34,6 +34,7 @@
 #include <thread>
 
 #include "ops/dist/adjacent_runs.h"
+#include "ops/dist/overlap_plan.h"
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/op.h"
@@ -42,11 +43,10 @@
 namespace loom {
 namespace {
 
-struct PlanParam {
-  int num_tensors;
-  int world_size;
-  double bucket_mb, first_bucket_mb;
-};
+using dist_ops::PlanParam;
+using dist_ops::StartParam;
+using dist_ops::WaitParam;
+
 
 const auto kPlanSchema =
     ParamSchema<PlanParam>()
@@ -63,260 +63,30 @@ const auto kPlanSchema =
             throw ParamError("bucket_mb and first_bucket_mb must be > 0");
         });
 
-struct StartParam {
-  int index;
-};
 const auto kStartSchema = ParamSchema<StartParam>().required(
     "index", &StartParam::index, "Position of this tensor in its plan node's inputs.");
 
-struct WaitParam {
-  int num_tensors;
-};
 const auto kWaitSchema = ParamSchema<WaitParam>().required("num_tensors", &WaitParam::num_tensors,
                                                            "Number of tensors (the plan's).");
 
-/// The experiment LOOM_DIST_OVERLAP_THREAD=1: buckets reduced by MPI's blocking allreduce on a
-/// communication thread, in the order they were pushed (one queue per communicator). Between the
-/// first push and wait_all() the executor's thread makes no MPI call (MPI_THREAD_SERIALIZED holds).
-class CommThread {
- public:
-  struct Run {
-    void* data;
-    size_t count;
-    DType dtype;
-  };
-  explicit CommThread(dist::Communicator& comm) : comm_(comm), thread_([this] { loop(); }) {}
-  /// The communicator's one thread, shared by every plan (several plans, e.g. one per lr_mult
-  /// group, must not call MPI concurrently, and their collectives must keep executor order).
-  static std::shared_ptr<CommThread> of(dist::Communicator& comm) {
-    static std::mutex m;
-    static std::map<dist::Communicator*, std::weak_ptr<CommThread>> threads;
-    std::lock_guard<std::mutex> lock(m);
-    auto t = threads[&comm].lock();
-    if (!t) threads[&comm] = t = std::make_shared<CommThread>(comm);
-    return t;
-  }
-  ~CommThread() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  void push(Run r) {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      queue_.push_back(r);
-    }
-    cv_.notify_all();
-  }
-  /// Returns once every pushed run is reduced; rethrows the first failure.
-  void wait_all() {
-    std::unique_lock<std::mutex> lock(m_);
-    cv_.wait(lock, [this] { return queue_.empty() && !busy_; });
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
-  }
-
- private:
-  void loop() {
-    std::unique_lock<std::mutex> lock(m_);
-    for (;;) {
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      Run r = queue_.front();
-      busy_ = true;
-      lock.unlock();
-      try {
-        comm_.allreduce(r.data, r.data, r.count, r.dtype);
-      } catch (...) {
-        std::lock_guard<std::mutex> g(m_);
-        if (!error_) error_ = std::current_exception();
-      }
-      lock.lock();
-      queue_.pop_front();
-      busy_ = false;
-      cv_.notify_all();
-    }
-  }
-
-  dist::Communicator& comm_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<Run> queue_;
-  bool busy_ = false, stop_ = false;
-  std::exception_ptr error_;
-  std::thread thread_;
-};
-
-/// One plan node's buckets and the state of the current call's collectives.
-class Plan {
- public:
-  Plan(std::string where, dist::Communicator& comm, std::vector<std::vector<size_t>> buckets,
-       size_t n)
-      : where_(std::move(where)),
-        comm_(comm),
-        buckets_(std::move(buckets)),
-        bucket_of_(n),
-        arrived_(n) {
-    for (size_t b = 0; b < buckets_.size(); ++b)
-      for (size_t i : buckets_[b]) bucket_of_[i] = b;
-    missing_.assign(buckets_.size(), 0);
-    reset();
-    const char* th = std::getenv("LOOM_DIST_OVERLAP_THREAD");
-    if (comm_.size() > 1 && th && std::string(th) == "1") thread_ = CommThread::of(comm_);
-  }
-
-  const std::string& where() const { return where_; }
-  size_t size() const { return arrived_.size(); }
-
-  /// Tensor i is accumulated; starts every bucket that is complete and next in order.
-  void arrive(size_t i, const NDArray& a, const std::string& node) {
-    if (!arrived_[i].is_none())
-      throw dist::DistError("node '" + node + "' (op _loom_allreduce_start): tensor " +
-                            std::to_string(i) + " of " + where_ +
-                            " arrived twice in one call (a wait node did not run)");
-    arrived_[i] = a;
-    dirty_ = true;
-    --missing_[bucket_of_[i]];
-    while (next_ < buckets_.size() && missing_[next_] == 0) start(next_++);
-    if (test_in_flight_) progress();
-  }
-
-  /// Waits for every collective of this call, then forgets them.
-  void finish() {
-    if (next_ != buckets_.size()) {
-      std::string absent;
-      for (size_t i = 0; i < arrived_.size(); ++i)
-        if (arrived_[i].is_none()) absent += (absent.empty() ? "" : ", ") + std::to_string(i);
-      reset();
-      throw dist::DistError(where_ + ": the wait ran before tensors " + absent +
-                            " were started (their _loom_allreduce_start nodes did not run)");
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    for (auto& r : requests_) r->wait();
-    if (thread_) thread_->wait_all();
-    comm_.add_exposed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    reset();
-  }
-
-  /// A new call begins (the plan node runs first): if the last call ended between a start
-  /// and its wait (an exception), its collectives are completed and forgotten.
-  void begin_call() {
-    if (!dirty_) return;
-    for (auto& r : requests_) r->wait();
-    if (thread_) thread_->wait_all();
-    reset();
-  }
-
-  /// Drives the collectives in flight (MPI progresses them inside its calls).
-  void progress() {
-    for (auto& r : requests_) r->test();
-  }
-
- private:
-  void reset() {
-    for (auto& a : arrived_) a = NDArray();
-    for (size_t b = 0; b < buckets_.size(); ++b) missing_[b] = buckets_[b].size();
-    next_ = 0;
-    dirty_ = false;
-    requests_.clear();
-  }
-
-  // One non-blocking allreduce per run of the bucket's tensors adjacent in one storage.
-  void start(size_t b) {
-    for (const dist_ops::Run& r : dist_ops::adjacent_runs(arrived_, buckets_[b])) {
-      if (thread_)
-        thread_->push({r.data, r.count, r.dtype});
-      else
-        requests_.push_back(comm_.iallreduce(r.data, r.data, r.count, r.dtype));
-    }
-  }
-
-  std::string where_;
-  dist::Communicator& comm_;
-  std::vector<std::vector<size_t>> buckets_;
-  std::vector<size_t> bucket_of_;
-  std::vector<NDArray> arrived_;  ///< this call's arrays, none until arrived
-  std::vector<size_t> missing_;   ///< per bucket, tensors not arrived yet
-  size_t next_ = 0;               ///< the next bucket to start
-  bool dirty_ = false;            ///< something arrived since the last reset
-  std::vector<std::unique_ptr<dist::Request>> requests_;
-  bool test_in_flight_ = !env_off("LOOM_DIST_OVERLAP_TEST");
-  std::shared_ptr<CommThread> thread_;
-};
-
-// Plans by handle. A handle travels through the graph as a float32 value (exact below 2^24).
-std::mutex& plans_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::map<int, Plan*>& plans() {
-  static std::map<int, Plan*> p;
-  return p;
-}
+using dist_ops::Plan;
 
 Plan& find_plan(const NDArray& handle, const std::string& node, const char* op) {
-  const float h = *handle.cdata<float>();
-  std::lock_guard<std::mutex> lock(plans_mutex());
-  auto it = plans().find(static_cast<int>(h));
-  if (it == plans().end())
-    throw dist::DistError("node '" + node + "' (op " + std::string(op) +
-                          "): its handle input does not come from a live _loom_allreduce_plan "
-                          "node of this executor");
-  return *it->second;
+  return dist_ops::find_plan(static_cast<int>(*handle.cdata<float>()), node, op);
 }
 
 class PlanKernel final : public Kernel {
  public:
-  explicit PlanKernel(const KernelArgs& a) {
-    const auto& p = a.attrs.param<PlanParam>();
-    dist::Communicator& comm = dist::init();
-    const std::string where = "node '" + a.attrs.name + "' (op _loom_allreduce_plan) on rank " +
-                              std::to_string(comm.rank()) + " of " + std::to_string(comm.size());
-    if (p.world_size > 0 && p.world_size != comm.size())
-      throw dist::DistError(where + ": the step graph was built for " +
-                            std::to_string(p.world_size) +
-                            " ranks (its gradient scale assumes it); rebuild it for this job");
-    // The bucket plan: tensors in input order, a bucket closes once it holds its cap.
-    std::vector<std::vector<size_t>> buckets;
-    std::string text = a.attrs.name;
-    size_t bytes = 0;
-    for (size_t i = 0; i < a.in_shapes.size(); ++i) {
-      const size_t cap =
-          static_cast<size_t>((buckets.size() <= 1 ? p.first_bucket_mb : p.bucket_mb) * 1048576.0);
-      if (buckets.empty() || bytes >= cap) {
-        buckets.emplace_back();
-        bytes = 0;
-        text += ";";
-      }
-      buckets.back().push_back(i);
-      bytes += static_cast<size_t>(a.in_shapes[i].bytes(a.in_types[i]));
-      text += " " + a.in_shapes[i].str() + dtype_name(a.in_types[i]);
-    }
-    if (comm.size() > 1) comm.check_same("bucket plan of " + where, text.data(), text.size());
-    plan_ = std::make_unique<Plan>(where, comm, std::move(buckets), a.in_shapes.size());
-    static std::atomic<int> next{1};
-    std::lock_guard<std::mutex> lock(plans_mutex());
-    do {
-      handle_ = next++ % (1 << 24);
-    } while (handle_ == 0 || plans().count(handle_));
-    plans()[handle_] = plan_.get();
-  }
-  ~PlanKernel() override {
-    std::lock_guard<std::mutex> lock(plans_mutex());
-    plans().erase(handle_);
-  }
+  explicit PlanKernel(const KernelArgs& a) : slot_(a) {}
 
   void forward(const OpContext&, std::span<const NDArray>, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    plan_->begin_call();
-    if (req[0] != Req::kNull) out[0].fill(static_cast<double>(handle_));
+    slot_.plan().begin_call();
+    if (req[0] != Req::kNull) out[0].fill(static_cast<double>(slot_.handle()));
   }
 
  private:
-  std::unique_ptr<Plan> plan_;
-  int handle_ = 0;
+  dist_ops::PlanSlot slot_;
 };
 
 class StartKernel final : public Kernel {

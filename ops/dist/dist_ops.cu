@@ -1,5 +1,6 @@
-// GPU kernels of the blocking data-parallel ops _loom_allreduce (allreduce.cc) and
-// _loom_broadcast_once (broadcast_once.cc), on device buffers through the communicator's
+// GPU kernels of the data-parallel ops _loom_allreduce (allreduce.cc), _loom_broadcast_once
+// (broadcast_once.cc) and the overlapped _loom_allreduce_plan/_start/_wait
+// (allreduce_overlap.cc, bottom of this file), on device buffers through the communicator's
 // "nccl" back end (runtime/dist/nccl). The bucket plan, its cross-rank check and the runs of
 // adjacent tensors are the CPU kernels' (allreduce_plan.h, adjacent_runs.h).
 //
@@ -21,6 +22,7 @@
 
 #include "ops/dist/adjacent_runs.h"
 #include "ops/dist/allreduce_plan.h"
+#include "ops/dist/overlap_plan.h"
 #include "runtime/cuda/elementwise.cuh"
 
 namespace loom {
@@ -39,7 +41,7 @@ __global__ void scale_half_kernel(__half* x, int64_t n, float a) {
     x[i] = __float2half(__half2float(x[i]) * a);
 }
 
-__global__ void fill_one(float* out) { *out = 1.f; }
+__global__ void fill_value(float* out, float v) { *out = v; }
 
 void scale_run(const dist_ops::Run& r, double a, cudaStream_t s) {
   const auto n = static_cast<int64_t>(r.count);
@@ -188,8 +190,8 @@ class BroadcastOnceGpuKernel final : public Kernel {
     }
     done_ = true;
     if (req[0] != Req::kNull) {
-      fill_one<<<1, 1, 0, s>>>(out[0].data<float>());
-      cuda::check_launch("fill_one");
+      fill_value<<<1, 1, 0, s>>>(out[0].data<float>(), 1.f);
+      cuda::check_launch("fill_value");
     }
   }
 
@@ -200,6 +202,130 @@ class BroadcastOnceGpuKernel final : public Kernel {
   StreamJoin join_;
 };
 
+// ---- the overlapped path: _loom_allreduce_plan, _loom_allreduce_start, _loom_allreduce_wait ----
+//
+// The plan, its buckets and the order in which buckets start are the CPU kernels' (Plan,
+// overlap_plan.h). On the device a start node's complete bucket forks the NCCL stream from
+// the executor's (an event) and issues its allreduces there without waiting, so backward's
+// later nodes run on the executor's stream while NCCL reduces the bucket; the wait node makes
+// the executor's stream wait for the NCCL stream (an event): no host wait anywhere.
+// Start and wait are predicated (step_last) and, being collectives, read the predicate on the
+// host. They are not capturable: what each call issues is decided by the plan's host-side
+// bookkeeping (which tensors arrived, which bucket is next), which a replay would skip.
+
+// Orders the communicator's stream with the executor's (nothing to order in a job of one
+// rank: the "local" back end's in-place, unscaled allreduce touches no memory).
+class NcclOrder final : public dist_ops::DeviceOrder {
+ public:
+  explicit NcclOrder(const dist::Communicator& c)
+      : comm_(static_cast<cudaStream_t>(c.device_stream())) {}
+  void fork(void* stream) override {
+    if (comm_) join_.fork(static_cast<cudaStream_t>(stream), comm_);
+  }
+  void join(void* stream) override {
+    if (comm_) join_.join(static_cast<cudaStream_t>(stream), comm_);
+  }
+
+ private:
+  cudaStream_t comm_;
+  StreamJoin join_;
+};
+
+// The plan handle a start or wait node reads: copied to the host on the node's first call
+// (always eager) and kept, since a node's handle input is its plan node's for the bind.
+int read_handle(const NDArray& h, cudaStream_t s) {
+  float v = 0;
+  cuda::check(cudaMemcpyAsync(&v, h.craw(), sizeof v, cudaMemcpyDeviceToHost, s),
+              "_loom_allreduce handle: cudaMemcpyAsync");
+  cuda::check(cudaStreamSynchronize(s), "_loom_allreduce handle: cudaStreamSynchronize");
+  return static_cast<int>(v);
+}
+
+dist_ops::Plan& device_plan(int handle, const std::string& node, const char* op) {
+  dist_ops::Plan& plan = dist_ops::find_plan(handle, node, op);
+  if (!plan.on_device())
+    throw dist::DistError("node '" + node + "' (op " + op + ") runs on a GPU but " +
+                          plan.where() + " is bound on the CPU");
+  return plan;
+}
+
+class PlanGpuKernel final : public Kernel {
+ public:
+  explicit PlanGpuKernel(const KernelArgs& a) : slot_(a) {
+    dist::Communicator& comm = dist::world();
+    require_device_backend(comm, slot_.plan().where());
+    slot_.plan().set_device(std::make_unique<NcclOrder>(comm));
+  }
+  bool capturable() const override { return false; }
+  void forward(const OpContext& ctx, std::span<const NDArray>, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    cudaStream_t s = cuda::stream_of(ctx);
+    slot_.plan().begin_call(s);
+    if (req[0] != Req::kNull) {
+      fill_value<<<1, 1, 0, s>>>(out[0].data<float>(), static_cast<float>(slot_.handle()));
+      cuda::check_launch("fill_value");
+    }
+  }
+
+ private:
+  dist_ops::PlanSlot slot_;
+};
+
+class StartGpuKernel final : public Kernel {
+ public:
+  explicit StartGpuKernel(const KernelArgs& a)
+      : name_(a.attrs.name),
+        index_(static_cast<size_t>(a.attrs.param<dist_ops::StartParam>().index)) {}
+  bool capturable() const override { return false; }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req>,
+               std::span<const NDArray> out) override {
+    cudaStream_t s = cuda::stream_of(ctx);
+    if (handle_ == 0) handle_ = read_handle(in[1], s);
+    dist_ops::Plan& plan = device_plan(handle_, name_, "_loom_allreduce_start");
+    if (index_ >= plan.size())
+      throw dist::DistError("node '" + name_ + "' (op _loom_allreduce_start): index " +
+                            std::to_string(index_) + " but " + plan.where() + " has " +
+                            std::to_string(plan.size()) + " tensors");
+    if (!out[0].same_memory(in[0]) && out[0].nbytes() > 0)
+      cuda::check(cudaMemcpyAsync(out[0].raw(), in[0].craw(), out[0].nbytes(),
+                                  cudaMemcpyDeviceToDevice, s),
+                  "_loom_allreduce_start: cudaMemcpyAsync");
+    plan.arrive(index_, out[0], name_, s);
+  }
+
+ private:
+  std::string name_;
+  size_t index_;
+  int handle_ = 0;
+};
+
+class WaitGpuKernel final : public Kernel {
+ public:
+  explicit WaitGpuKernel(const KernelArgs& a) : name_(a.attrs.name) {}
+  bool capturable() const override { return false; }
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req>,
+               std::span<const NDArray> out) override {
+    cudaStream_t s = cuda::stream_of(ctx);
+    const size_t n = out.size();
+    if (handle_ == 0) handle_ = read_handle(in[n], s);
+    dist_ops::Plan& plan = device_plan(handle_, name_, "_loom_allreduce_wait");
+    if (plan.size() != n)
+      throw dist::DistError("node '" + name_ + "' (op _loom_allreduce_wait): " +
+                            std::to_string(n) + " tensors but " + plan.where() + " has " +
+                            std::to_string(plan.size()));
+    for (size_t i = 0; i < n; ++i)
+      if (!out[i].same_memory(in[i]))
+        throw dist::DistError("node '" + name_ + "' (op _loom_allreduce_wait): output " +
+                              std::to_string(i) + " must be written in place into input " +
+                              std::to_string(i));
+    plan.finish(s);
+  }
+
+ private:
+  std::string name_;
+  int handle_ = 0;
+};
+
 template <class K>
 KernelFactory make() {
   return [](const KernelArgs& a) { return std::unique_ptr<Kernel>(std::make_unique<K>(a)); };
@@ -207,6 +333,9 @@ KernelFactory make() {
 
 LOOM_REGISTER_OP("_loom_allreduce").kernel(DeviceType::kGPU, make<AllreduceGpuKernel>());
 LOOM_REGISTER_OP("_loom_broadcast_once").kernel(DeviceType::kGPU, make<BroadcastOnceGpuKernel>());
+LOOM_REGISTER_OP("_loom_allreduce_plan").kernel(DeviceType::kGPU, make<PlanGpuKernel>());
+LOOM_REGISTER_OP("_loom_allreduce_start").kernel(DeviceType::kGPU, make<StartGpuKernel>());
+LOOM_REGISTER_OP("_loom_allreduce_wait").kernel(DeviceType::kGPU, make<WaitGpuKernel>());
 
 }  // namespace
 }  // namespace loom

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "ops/dist/allreduce_plan.h"
+#include "ops/dist/overlap_plan.h"
 #include "ops/update/shard_plan.h"
 #include "runtime/imperative.h"
 
@@ -101,6 +102,40 @@ TEST(DistPlans, GpuKernelsBindAndDeclareTheirPredicatePath) {
     EXPECT_EQ(e->workspace_bytes(), sizeof(float));
   }
   EXPECT_FALSE(gpu_kernel("_loom_broadcast_once", 0)->device_predicate());
+}
+
+std::unique_ptr<Kernel> gpu_kernel_of(const std::string& op, const Attrs& attrs,
+                                      const std::vector<Shape>& shapes) {
+  ImperativeOp cpu(op, attrs, shapes);
+  const std::vector<DType> in_types(cpu.in_shapes().size(), DType::kFloat32);
+  KernelArgs ka{cpu.attrs(), cpu.in_shapes(), cpu.out_shapes(), in_types, cpu.out_types(),
+                Device::gpu(0)};
+  return find_op(op)->kernels.at(DeviceType::kGPU)(ka);
+}
+
+TEST(DistPlans, OverlapGpuPlanRegistersADevicePlan) {
+  const size_t before = dist_ops::plans().size();
+  {
+    auto k = gpu_kernel_of("_loom_allreduce_plan", {{"num_tensors", "3"}, {"first_bucket_mb",
+                           "0.00001"}}, {Shape{3}, Shape{5}, Shape{2, 2}});
+    EXPECT_FALSE(k->capturable());  // per-call host bookkeeping decides what is issued
+    ASSERT_EQ(dist_ops::plans().size(), before + 1);
+    int on_device = 0;
+    for (const auto& [h, plan] : dist_ops::plans())
+      if (plan->on_device()) {
+        ++on_device;
+        EXPECT_EQ(plan->size(), 3u);
+        EXPECT_NE(plan->where().find("op _loom_allreduce_plan"), std::string::npos);
+      }
+    EXPECT_EQ(on_device, 1);
+    auto start = gpu_kernel_of("_loom_allreduce_start", {{"index", "1"}}, {Shape{5}, Shape{1}});
+    EXPECT_FALSE(start->device_predicate());  // a collective reads its predicate on the host
+    EXPECT_FALSE(start->capturable());
+    auto wait = gpu_kernel_of("_loom_allreduce_wait", {{"num_tensors", "2"}},
+                              {Shape{3}, Shape{5}, Shape{1}});
+    EXPECT_FALSE(wait->device_predicate());
+  }
+  EXPECT_EQ(dist_ops::plans().size(), before);  // unregistered with its kernel
 }
 
 TEST(DistPlans, GpuKernelsRefuseAnotherWorldSize) {
