@@ -9,7 +9,8 @@
 // side on the CPU instead (ctest gpu_op_sweep_harness): it checks the sweep itself, on
 // every machine, over the same ops and samples. Then a step graph (accumulation, momentum
 // SGD, EMA) runs on the device, recorded as a CUDA Graph and replayed, against the CPU
-// (tests/gpu/step_case.h).
+// (tests/gpu/step_case.h), and _loom_bucket's multi-tensor kernel runs against its
+// per-tensor launches and the CPU (tests/gpu/bucket_case.h).
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -21,6 +22,7 @@
 #include "ops/op.h"
 #include "runtime/device.h"
 #include "runtime/imperative.h"
+#include "tests/gpu/bucket_case.h"
 #include "tests/gpu/step_case.h"
 
 namespace loom {
@@ -228,5 +230,6 @@ int main(int argc, char** argv) {
       "no GPU kernel\n",
       harness ? " (CPU on both sides)" : "", sweep.ops, sweep.samples, sweep.failures, cpu_only);
   const int step_failures = run_step_graph_case(harness ? Device::cpu() : Device::gpu(0));
-  return sweep.failures || step_failures ? 1 : 0;
+  const int bucket_failures = run_bucket_case(harness ? Device::cpu() : Device::gpu(0));
+  return sweep.failures || step_failures || bucket_failures ? 1 : 0;
 }
