@@ -1,15 +1,17 @@
 // GPU kernel of _loom_bucket (registered by bucket.cc). For the inner ops make_step buckets
 // (sgd_update, sgd_mom_update, nag_mom_update, adam_update, adamw_update, _adamw_update,
-// rmsprop_update, rmspropalex_update, _loom_accumulate, _loom_ema_update) the whole bucket is
-// one grid-stride launch over the concatenation of its tensors: each element finds its tensor
-// by binary search over the prefix offsets (bucket_table.h, checked on the CPU) and runs the
-// per-element step the per-tensor GPU kernels and the CPU kernels run (sgd.h, adam.h,
-// more_steps.h, step_math.h, ema_math.h). The table (one entry per tensor: its step with its
-// own wd, its scalars and operand pointers) is built at bind from the parameters and
-// completed with the arrays' pointers on the first call, which runs eagerly (DESIGN.md "GPU
-// executor"); a later call whose arrays moved uploads it again. Any other inner op (LAMB's
-// phases, between per-tensor norm nodes), a call whose outputs have different requests, and
-// LOOM_CUDA_BUCKET_MULTI=0 run the inner op's own GPU kernel tensor after tensor.
+// rmsprop_update, rmspropalex_update, lamb_update_phase1/2, _loom_accumulate,
+// _loom_ema_update) the whole bucket is one grid-stride launch over the concatenation of its
+// tensors: each element finds its tensor by binary search over the prefix offsets
+// (bucket_table.h, checked on the CPU) and runs the per-element step the per-tensor GPU
+// kernels and the CPU kernels run (sgd.h, adam.h, more_steps.h, step_math.h, ema_math.h).
+// The table (one entry per tensor: its step with its own wd, its scalars and operand
+// pointers) is built at bind from the parameters and completed with the arrays' pointers on
+// the first call, which runs eagerly (DESIGN.md "GPU executor"); a later call whose arrays
+// moved uploads it again. Per-tensor scalars of the call (the EMA's decay, LAMB's bias
+// corrections and rate) are prepared by one thread into the workspace first. Any other inner
+// op, a call whose outputs have different requests, and LOOM_CUDA_BUCKET_MULTI=0 run the
+// inner op's own GPU kernel tensor after tensor.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -154,10 +156,11 @@ struct AccumulateEntry {
   }
 };
 
-/// _loom_ema_update: inputs ema, w, t, [norm]; the decay of the call is `decay`, written by
-/// ema_decays_kernel before the element pass.
+/// _loom_ema_update: inputs ema, w, t, [norm]; the decay of the call is prepared per tensor
+/// (with the norm's update) before the element pass.
 struct EmaEntry {
   using Param = update::EmaParam;
+  static constexpr int kScalars = 1;
   update::EmaSchedule sch;
   float* ema;
   const float *w, *t;
@@ -170,6 +173,10 @@ struct EmaEntry {
     norm = in.size() > 3 ? in[3].data<float>() : nullptr;
     out = o[0].data<float>();
   }
+  __device__ void prepare(float* d) const {
+    d[0] = static_cast<float>(sch.decay(static_cast<double>(t[0])));
+    if (norm) *norm = update::ema_norm_step(d[0], *norm);
+  }
   __device__ void operator()(int64_t j, int req, const float* decay) const {
     const float d = *decay, om = 1.f - d;
     const float v = ema[j] = d == 0.f ? w[j] : update::ema_step(d, om, ema[j], w[j]);
@@ -177,25 +184,80 @@ struct EmaEntry {
   }
 };
 
-// One thread, tensor after tensor (the order of the per-tensor launches and of the CPU
-// kernel's forward_once, should tensors share a norm): each tensor's decay, and its norm.
-__global__ void ema_decays_kernel(const float* pred, const EmaEntry* e, int64_t n, float* d) {
-  if (cuda::skip(pred)) return;
-  for (int64_t i = 0; i < n; ++i) {
-    d[i] = static_cast<float>(e[i].sch.decay(static_cast<double>(e[i].t[0])));
-    if (e[i].norm) *e[i].norm = update::ema_norm_step(d[i], *e[i].norm);
+/// lamb_update_phase1: inputs w, g, mean, var, [t]; the bias corrections c1, c2 of the
+/// call are prepared per tensor.
+struct Lamb1Entry {
+  using Param = update::LambPhase1Param;
+  static constexpr int kScalars = 2;
+  update::LambPhase1Step step;
+  double t;
+  const float *t_in, *w, *g;
+  float *mean, *var, *out;
+  explicit Lamb1Entry(const Param& p) : step(p), t(static_cast<double>(p.t)) {}
+  void bind(std::span<const NDArray> in, std::span<const NDArray> o, const Param& p) {
+    w = in[0].data<float>();
+    g = in[1].data<float>();
+    mean = in[2].data<float>();
+    var = in[3].data<float>();
+    t_in = p.t_input ? in[4].data<float>() : nullptr;
+    out = o[0].data<float>();
   }
+  __device__ void prepare(float* c) const {
+    step.corrections(t_in ? math::fn::round(static_cast<double>(*t_in)) : t, c[0], c[1]);
+  }
+  __device__ void operator()(int64_t j, int req, const float* c) const {
+    store_req(out + j, req, step(c[0], c[1], w[j], g[j], mean[j], var[j]));
+  }
+};
+
+/// lamb_update_phase2: inputs w, g, r1, r2, [lr]; the rate of the call is prepared per
+/// tensor from its norms r1, r2.
+struct Lamb2Entry {
+  using Param = update::LambPhase2Param;
+  static constexpr int kScalars = 1;
+  update::LambPhase2Rate rate;
+  float lr;
+  const float *lr_in, *r1, *r2, *w, *g;
+  float* out;
+  explicit Lamb2Entry(const Param& p) : rate(p), lr(static_cast<float>(p.lr)) {}
+  void bind(std::span<const NDArray> in, std::span<const NDArray> o, const Param& p) {
+    w = in[0].data<float>();
+    g = in[1].data<float>();
+    r1 = in[2].data<float>();
+    r2 = in[3].data<float>();
+    lr_in = p.lr_input ? in[4].data<float>() : nullptr;
+    out = o[0].data<float>();
+  }
+  __device__ void prepare(float* k) const { k[0] = rate(lr_in ? *lr_in : lr, *r1, *r2); }
+  __device__ void operator()(int64_t j, int req, const float* k) const {
+    store_req(out + j, req, w[j] - k[0] * g[j]);
+  }
+};
+
+/// Floats per tensor an entry prepares once per call (0: none).
+template <class E>
+__host__ __device__ constexpr int scalars_of() {
+  if constexpr (requires { E::kScalars; }) return E::kScalars;
+  else return 0;
+}
+
+// One thread, tensor after tensor (the order of the per-tensor launches and of the CPU
+// kernels, should tensors share a state such as the EMA's norm): each tensor's scalars.
+template <class Entry>
+__global__ void prepare_kernel(const float* pred, const Entry* e, int64_t n, float* s) {
+  if (cuda::skip(pred)) return;
+  for (int64_t i = 0; i < n; ++i) e[i].prepare(s + i * scalars_of<Entry>());
 }
 
 template <class Entry>
 __global__ void bucket_kernel(const float* pred, const Entry* e, const int64_t* off, int64_t n,
-                              int req, const float* decays) {
+                              int req, const float* scalars) {
   if (cuda::skip(pred)) return;
   const int64_t total = off[n];
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = bucket_find(off, n, i);
-    e[t](i - off[t], req, decays ? decays + t : nullptr);
+    e[t](i - off[t], req, scalars ? scalars + t * scalars_of<Entry>() : nullptr);
   }
 }
 
@@ -222,22 +284,22 @@ class MultiPassOf final : public MultiPass {
     device_ = a.device;
   }
   size_t workspace_bytes() const override {
-    return std::is_same_v<Entry, EmaEntry> ? p_.n * sizeof(float) : 0;
+    return p_.n * scalars_of<Entry>() * sizeof(float);
   }
   void run(const OpContext& ctx, std::span<const NDArray> in, int req,
            std::span<const NDArray> out) override {
     upload_if_moved(in, out);
     cudaStream_t s = cuda::stream_of(ctx);
     const Entry* e = reinterpret_cast<const Entry*>(table_.raw());
-    float* decays = nullptr;
-    if constexpr (std::is_same_v<Entry, EmaEntry>) {
-      decays = static_cast<float*>(ctx.workspace);
-      ema_decays_kernel<<<1, 1, 0, s>>>(cuda::pred_of(ctx), e, static_cast<int64_t>(p_.n), decays);
-      cuda::check_launch("ema_decays_kernel");
+    float* scalars = nullptr;
+    if constexpr (scalars_of<Entry>() > 0) {
+      scalars = static_cast<float*>(ctx.workspace);
+      prepare_kernel<<<1, 1, 0, s>>>(cuda::pred_of(ctx), e, static_cast<int64_t>(p_.n), scalars);
+      cuda::check_launch("bucket prepare_kernel");
     }
     if (total_ == 0) return;
     bucket_kernel<Entry><<<cuda::grid_size(total_), cuda::kBlockSize, 0, s>>>(
-        cuda::pred_of(ctx), e, off_.data<int64_t>(), static_cast<int64_t>(p_.n), req, decays);
+        cuda::pred_of(ctx), e, off_.data<int64_t>(), static_cast<int64_t>(p_.n), req, scalars);
     cuda::check_launch("bucket_kernel");
   }
 
@@ -288,6 +350,8 @@ std::unique_ptr<MultiPass> make_multi(const update::BucketParam& p, const Kernel
   if (op == "rmspropalex_update") return std::make_unique<MultiPassOf<RMSPropEntry<true>>>(p, a);
   if (op == "adamw_update") return std::make_unique<MultiPassOf<AdamWEntry<false>>>(p, a);
   if (op == "_adamw_update") return std::make_unique<MultiPassOf<AdamWEntry<true>>>(p, a);
+  if (op == "lamb_update_phase1") return std::make_unique<MultiPassOf<Lamb1Entry>>(p, a);
+  if (op == "lamb_update_phase2") return std::make_unique<MultiPassOf<Lamb2Entry>>(p, a);
   if (op == "_loom_accumulate") return std::make_unique<MultiPassOf<AccumulateEntry>>(p, a);
   if (op == "_loom_ema_update") return std::make_unique<MultiPassOf<EmaEntry>>(p, a);
   return nullptr;
@@ -325,7 +389,9 @@ class BucketGpuKernel final : public Kernel {
   // One stream: each inner kernel's use of the shared workspace ends before the next starts.
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    if (multi_ && p_.o == 1 && std::all_of(req.begin(), req.end(), [&](Req r) { return r == req[0]; })) {
+    const bool same_req =
+        std::all_of(req.begin(), req.end(), [&](Req r) { return r == req[0]; });
+    if (multi_ && p_.o == 1 && same_req) {
       multi_->run(ctx, in, req_code(req[0]), out);
       return;
     }

@@ -31,6 +31,8 @@ std::vector<Config> configs() {
       {"adamw_update", {{"lr", "0.01"}, {"eta", "0.5"}}, {"w", "w", "w", "pos"}},
       {"rmsprop_update", {{"lr", "0.01"}}, {"w", "w", "pos"}},
       {"rmspropalex_update", {{"lr", "0.01"}}, {"w", "w", "pos", "zero", "w"}},
+      {"lamb_update_phase1", {{"t", "3"}, {"wd", "0.01"}}, {"w", "w", "w", "pos"}},
+      {"lamb_update_phase2", {{"lr", "0.1"}, {"lower_bound", "0.5"}}, {"w", "w", "s:0.8", "s:1.3"}},
       {"_loom_accumulate", {{"scale", "0.5"}}, {"w", "w", "s:0"}},
       {"_loom_ema_update", {{"decay", "0.9"}, {"init", "zero_debias"}}, {"w", "w", "s:4", "s:0.3"}},
   };
@@ -91,7 +93,9 @@ int run_bucket_case(Device dev) {
     Attrs attrs = c.attrs;
     attrs["op"] = c.op;
     attrs["num_tensors"] = std::to_string(kTensorShapes.size());
-    if (c.op != "_loom_accumulate" && c.op != "_loom_ema_update") attrs["wds"] = "(0.1, 0, 0.01, 0.2)";
+    if (c.op.find("_update") != std::string::npos && c.op != "_loom_ema_update" &&
+        c.op != "lamb_update_phase2")
+      attrs["wds"] = "(0.1, 0, 0.01, 0.2)";
     std::vector<NDArray> in;
     for (const Shape& s : kTensorShapes)
       for (const std::string& k : c.kinds) in.push_back(make(s, k, rng));

@@ -37,7 +37,8 @@ TEST(BucketTable, FindMatchesNaiveSearchForEveryElement) {
     const int64_t n = static_cast<int64_t>(sizes.size());
     for (int64_t e = 0; e < off.back(); ++e) {
       const int64_t t = update::bucket_find(off.data(), n, e);
-      ASSERT_EQ(t, naive_owner(sizes, e)) << "element " << e << " of " << sizes.size() << " tensors";
+      ASSERT_EQ(t, naive_owner(sizes, e))
+          << "element " << e << " of " << sizes.size() << " tensors";
       ASSERT_GT(sizes[t], 0);
       ASSERT_LE(off[t], e);
       ASSERT_LT(e, off[t + 1]);
