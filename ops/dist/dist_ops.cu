@@ -23,6 +23,7 @@
 #include "ops/dist/adjacent_runs.h"
 #include "ops/dist/allreduce_plan.h"
 #include "ops/dist/overlap_plan.h"
+#include "ops/dist/stream_join.h"
 #include "runtime/cuda/elementwise.cuh"
 
 namespace loom {
@@ -64,44 +65,7 @@ void scale_run(const dist_ops::Run& r, double a, cudaStream_t s) {
   cuda::check_launch("scale_kernel");
 }
 
-// A job of several ranks on GPU buffers needs a back end whose collectives take them.
-void require_device_backend(const dist::Communicator& c, const std::string& where) {
-  if (c.size() > 1 && c.device_stream() == nullptr)
-    throw dist::DistError(where + ": on a GPU the collectives need the nccl back end "
-                          "(LOOM_DIST_BACKEND=nccl, under an MPI launcher); this job's back end "
-                          "is '" + std::string(c.backend()) + "', whose collectives take host "
-                          "memory");
-}
-
-// Events ordering the executor's stream and the communicator's stream, made on first use
-// (on the executor's device, current after cuda::stream_of).
-class StreamJoin {
- public:
-  StreamJoin() = default;
-  StreamJoin(const StreamJoin&) = delete;
-  StreamJoin& operator=(const StreamJoin&) = delete;
-  ~StreamJoin() {
-    if (ready_) cudaEventDestroy(ready_);
-    if (done_) cudaEventDestroy(done_);
-  }
-  /// `comm` waits for the work queued so far on `exec`.
-  void fork(cudaStream_t exec, cudaStream_t comm) {
-    if (!ready_) {
-      cuda::check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
-      cuda::check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
-    }
-    cuda::check(cudaEventRecord(ready_, exec), "cudaEventRecord (executor stream)");
-    cuda::check(cudaStreamWaitEvent(comm, ready_, 0), "cudaStreamWaitEvent (nccl stream)");
-  }
-  /// `exec` waits for the work queued so far on `comm`.
-  void join(cudaStream_t exec, cudaStream_t comm) {
-    cuda::check(cudaEventRecord(done_, comm), "cudaEventRecord (nccl stream)");
-    cuda::check(cudaStreamWaitEvent(exec, done_, 0), "cudaStreamWaitEvent (executor stream)");
-  }
-
- private:
-  cudaEvent_t ready_ = nullptr, done_ = nullptr;
-};
+using cuda::require_device_backend;
 
 class AllreduceGpuKernel final : public Kernel {
  public:
@@ -152,7 +116,7 @@ class AllreduceGpuKernel final : public Kernel {
   dist::Communicator& comm_;
   std::string where_;
   std::vector<std::vector<size_t>> buckets_;
-  StreamJoin join_;
+  cuda::StreamJoin join_;
 };
 
 class BroadcastOnceGpuKernel final : public Kernel {
@@ -199,7 +163,7 @@ class BroadcastOnceGpuKernel final : public Kernel {
   dist_ops::BroadcastOnceParam p_;
   dist::Communicator& comm_;
   bool done_ = false;
-  StreamJoin join_;
+  cuda::StreamJoin join_;
 };
 
 // ---- the overlapped path: _loom_allreduce_plan, _loom_allreduce_start, _loom_allreduce_wait ----
@@ -228,7 +192,7 @@ class NcclOrder final : public dist_ops::DeviceOrder {
 
  private:
   cudaStream_t comm_;
-  StreamJoin join_;
+  cuda::StreamJoin join_;
 };
 
 // The plan handle a start or wait node reads: copied to the host on the node's first call

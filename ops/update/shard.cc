@@ -35,6 +35,7 @@
 
 #include "ops/float_tuple.h"
 #include "ops/infer.h"
+#include "ops/update/shard_plan.h"
 #include "ops/update/update_util.h"
 #include "runtime/dist/communicator.h"
 
@@ -43,43 +44,9 @@ namespace {
 
 int64_t shard_len(int64_t total, int64_t world) { return (total + world - 1) / world; }
 
-/// Elements [src, src + len) of tensor `tensor` sit at position `dst` of a buffer.
-struct Piece {
-  size_t tensor;
-  int64_t src, dst, len;
-};
-
-/// Where the T elements of n tensors go for this rank of `world`.
-struct ShardLayout {
-  int64_t total = 0, count = 0, lo = 0, hi = 0;
-  int rank = 0, world = 1;
-  std::vector<Piece> all;        ///< every rank's ranges, dst = position in the padded buffer
-  std::vector<Piece> own;        ///< this rank's range, dst = position in its shard
-  std::vector<int64_t> padding;  ///< padded positions that hold no element
-};
-
-ShardLayout make_layout(const std::vector<int64_t>& sizes, int world, int rank) {
-  ShardLayout l;
-  l.world = world;
-  l.rank = rank;
-  for (int64_t s : sizes) l.total += s;
-  l.count = shard_len(l.total, world);
-  for (int q = 0; q < world; ++q) {
-    const int64_t lo = l.total * q / world, hi = l.total * (q + 1) / world;
-    int64_t off = 0;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      const int64_t b = std::max(off, lo), e = std::min(off + sizes[i], hi);
-      if (b < e) {
-        l.all.push_back({i, b - off, q * l.count + (b - lo), e - b});
-        if (q == rank) l.own.push_back({i, b - off, b - lo, e - b});
-      }
-      off += sizes[i];
-    }
-    for (int64_t p = hi - lo; p < l.count; ++p) l.padding.push_back(q * l.count + p);
-    if (q == rank) l.lo = lo, l.hi = hi;
-  }
-  return l;
-}
+using update::make_layout;
+using update::Piece;
+using update::ShardLayout;
 
 /// Runs f(piece, first, last) over the pieces, their elements split evenly among the OpenMP
 /// threads (f gets the part [first, last) of the piece, relative to the piece).
@@ -123,12 +90,6 @@ std::vector<int64_t> sizes_of(const std::vector<Shape>& shapes, size_t n) {
   return s;
 }
 
-/// A float32 view of `len` elements of `a` from element `at`.
-NDArray view(const NDArray& a, int64_t at, int64_t len) {
-  return NDArray(a.storage(), a.offset() + static_cast<size_t>(at) * sizeof(float), Shape{len},
-                 DType::kFloat32);
-}
-
 /// Total elements of the first n shapes, or -1 while one is unknown.
 int64_t known_total(const std::vector<Shape>& in, size_t n) {
   int64_t t = 0;
@@ -141,10 +102,7 @@ int64_t known_total(const std::vector<Shape>& in, size_t n) {
 
 // ---- the collectives' nodes ---------------------------------------------------------------
 
-struct ShardParam {
-  int num_tensors;
-  int world_size;
-};
+using update::ShardParam;
 const auto kShardSchema =
     ParamSchema<ShardParam>()
         .required("num_tensors", &ShardParam::num_tensors, "Number of tensors.")
@@ -351,20 +309,8 @@ LOOM_REGISTER_OP("_loom_shard_norms")
 
 // ---- the update of the own range -----------------------------------------------------------
 
-enum class ScalarKind { kGroup, kShared, kTensor };
-
-struct ShardUpdateParam {
-  const OpDef* inner = nullptr;
-  size_t n = 0;  ///< tensors
-  int world = 1;
-  size_t m = 0;                     ///< inner inputs
-  size_t full = 0;                  ///< inner inputs shaped like the weight: weight, grad, states
-  size_t groups_n = 1;              ///< num_groups
-  std::vector<size_t> group;        ///< per tensor
-  std::vector<ScalarKind> scalars;  ///< per inner scalar input [full, m)
-  std::vector<std::string> state_names;  ///< inner names of inputs [2, full)
-  std::vector<OpAttrs> attrs;            ///< per tensor (its wd)
-};
+using update::ScalarKind;
+using update::ShardUpdateParam;
 
 std::shared_ptr<const void> parse_shard_update(const Attrs& dict) {
   auto p = std::make_shared<ShardUpdateParam>();
@@ -465,17 +411,8 @@ std::shared_ptr<const void> parse_shard_update(const Attrs& dict) {
 
 const ShardUpdateParam& up(const OpAttrs& a) { return a.param<ShardUpdateParam>(); }
 
-/// Node input index of each inner scalar input's first source.
-std::vector<size_t> scalar_starts(const ShardUpdateParam& p) {
-  std::vector<size_t> s;
-  size_t at = p.n + 1 + (p.full - 2);
-  for (ScalarKind k : p.scalars) {
-    s.push_back(at);
-    at += k == ScalarKind::kGroup ? p.groups_n : 1;
-  }
-  s.push_back(at);
-  return s;
-}
+using update::scalar_starts;
+using update::view;
 
 class ShardUpdateKernel final : public Kernel {
  public:
@@ -505,24 +442,9 @@ class ShardUpdateKernel final : public Kernel {
     const size_t n = p_.n, ns = p_.full - 2;
     const int64_t base = l_.rank * l_.count;
     // Views of every piece: the inner op's inputs and its output (the gradient's chunk).
-    std::vector<std::vector<NDArray>> ins(l_.own.size());
-    std::vector<NDArray> outs;
-    for (size_t s = 0; s < l_.own.size(); ++s) {
-      const Piece& pc = l_.own[s];
-      std::vector<NDArray>& v = ins[s];
-      v.push_back(view(in[pc.tensor], pc.src, pc.len));
-      v.push_back(view(in[n], base + pc.dst, pc.len));
-      for (size_t j = 0; j < ns; ++j) v.push_back(view(in[n + 1 + j], pc.dst, pc.len));
-      for (size_t k = 0; k < p_.scalars.size(); ++k) {
-        const NDArray& src = p_.scalars[k] == ScalarKind::kGroup
-                                 ? in[starts_[k] + p_.group[pc.tensor]]
-                                 : in[starts_[k]];
-        v.push_back(p_.scalars[k] == ScalarKind::kTensor
-                        ? view(src, static_cast<int64_t>(pc.tensor), 1)
-                        : src);
-      }
-      outs.push_back(view(out[0], base + pc.dst, pc.len));
-    }
+    const update::PieceViews pv = update::piece_views(p_, l_, starts_, in, out[0]);
+    const auto& ins = pv.in;
+    const auto& outs = pv.out;
     static const Req kWrite[1] = {Req::kWrite};
     const int64_t own = l_.hi - l_.lo;
     auto run = [&](int64_t lo, int64_t hi) {

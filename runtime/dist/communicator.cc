@@ -92,6 +92,12 @@ void Communicator::all_gather(const void* send, void* recv, size_t count, DType 
   finish(start_all_gather(send, recv, count, t, true));
 }
 
+std::unique_ptr<Request> Communicator::iall_gather(const void* send, void* recv, size_t count,
+                                                   DType t) {
+  count_collective(stats_.all_gather, count * dtype_size(t));
+  return start_all_gather(send, recv, count, t, false);
+}
+
 void Communicator::broadcast(void* data, size_t count, DType t, int root) {
   check_root(root);
   count_collective(stats_.broadcast, count * dtype_size(t));

@@ -101,6 +101,8 @@ class Communicator {
   /// `send` holds count elements; `recv` (size*count) gets rank r's at offset r*count.
   /// In place: send == recv + rank*count. Any dtype (bytes are moved, not combined).
   void all_gather(const void* send, void* recv, size_t count, DType t);
+  /// Non-blocking all_gather (device kernels order it by events instead of waiting).
+  std::unique_ptr<Request> iall_gather(const void* send, void* recv, size_t count, DType t);
   /// Rank `root`'s count elements are copied into `data` on every rank. Any dtype.
   void broadcast(void* data, size_t count, DType t, int root = 0);
   void barrier();

@@ -138,6 +138,25 @@ TEST(DistPlans, OverlapGpuPlanRegistersADevicePlan) {
   EXPECT_EQ(dist_ops::plans().size(), before);  // unregistered with its kernel
 }
 
+TEST(DistPlans, ShardOptimizerGpuKernelsBind) {
+  // The collectives read their predicate on the host; the update (no communication) takes
+  // the device predicate of its inner update kernels.
+  for (const char* op : {"_loom_shard_reduce_scatter", "_loom_shard_all_gather",
+                         "_loom_shard_norms"}) {
+    auto k = gpu_kernel(op, 0);
+    EXPECT_FALSE(k->device_predicate()) << op;
+    EXPECT_TRUE(k->capturable()) << op;
+  }
+  EXPECT_EQ(gpu_kernel("_loom_shard_norms", 0)->workspace_bytes(), 2 * 2 * sizeof(double));
+  const OpDef* up = find_op("_loom_shard_update");
+  ASSERT_FALSE(up->samples.empty());
+  for (size_t i = 0; i < up->samples.size(); ++i) {
+    auto k = gpu_kernel("_loom_shard_update", i);
+    EXPECT_TRUE(k->device_predicate()) << "sample " << i;
+    EXPECT_TRUE(k->capturable()) << "sample " << i;
+  }
+}
+
 TEST(DistPlans, GpuKernelsRefuseAnotherWorldSize) {
   try {
     gpu_kernel("_loom_allreduce", 1, {{"world_size", "2"}});
