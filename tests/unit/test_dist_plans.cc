@@ -68,6 +68,47 @@ TEST(DistPlans, ShardRangesCoverEveryElementOnce) {
   }
 }
 
+TEST(DistPlans, PaddedLayoutPlacesEveryElementOnce) {
+  const std::vector<int64_t> sizes = {5, 11, 0, 2, 9};
+  const int64_t total = 27;
+  for (int world : {1, 2, 4, 5, 30}) {
+    const int64_t count = (total + world - 1) / world;
+    for (int rank = 0; rank < world; ++rank) {
+      const update::ShardLayout l = update::make_layout(sizes, world, rank);
+      EXPECT_EQ(l.count, count);
+      // Element j of the concatenation belongs to the rank q with qT/W <= j < (q+1)T/W and
+      // sits at q*count + (j - qT/W) of the padded buffer.
+      std::vector<int> slot(static_cast<size_t>(world * count), -1);
+      for (const auto& p : l.all)
+        for (int64_t i = 0; i < p.len; ++i) {
+          int64_t j = p.src + i;
+          for (size_t t = 0; t < p.tensor; ++t) j += sizes[t];
+          int q = 0;
+          while (j >= total * (q + 1) / world) ++q;
+          EXPECT_EQ(p.dst + i, q * count + (j - total * q / world));
+          EXPECT_EQ(slot[static_cast<size_t>(p.dst + i)], -1);
+          slot[static_cast<size_t>(p.dst + i)] = static_cast<int>(j);
+        }
+      for (int64_t q : l.padding) {
+        EXPECT_EQ(slot[static_cast<size_t>(q)], -1);
+        slot[static_cast<size_t>(q)] = -2;
+      }
+      for (int v : slot) EXPECT_NE(v, -1);
+      // The own pieces are the sharded EMA's range (the same partition).
+      const auto range = update::shard_range(sizes, rank, world);
+      ASSERT_EQ(l.own.size(), range.segs.size());
+      for (size_t k = 0; k < l.own.size(); ++k) {
+        EXPECT_EQ(l.own[k].tensor, range.segs[k].tensor);
+        EXPECT_EQ(l.own[k].src, range.segs[k].src);
+        EXPECT_EQ(l.own[k].dst, range.segs[k].dst);
+        EXPECT_EQ(l.own[k].len, range.segs[k].len);
+      }
+      EXPECT_EQ(l.lo, range.lo);
+      EXPECT_EQ(l.hi, range.hi);
+    }
+  }
+}
+
 #ifdef LOOM_HAVE_CUDA
 // The GPU kernels of the data-parallel ops (ops/dist/dist_ops.cu, ops/update/shard.cu) are
 // constructed here without a device, from the ops' sweep samples (world size 1): their bind
