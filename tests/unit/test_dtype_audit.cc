@@ -33,6 +33,7 @@
 #include "runtime/dtype_traits.h"
 #include "runtime/executor.h"
 #include "runtime/imperative.h"
+#include "tests/unit/sample_inputs.h"
 
 namespace loom {
 namespace {
@@ -45,39 +46,9 @@ const std::set<std::string> kNoSampleOps = {"Custom", "_loom_gradients"};
 //    4 bins over (-1.5, 1.5) gives [1 0 0 4] in MXNet, [1 0 3 1] for float32).
 const std::set<std::string> kIntSemanticsOps = {"_histogram"};
 
-std::string kind_of(const OpSample& s, size_t i) {
-  return i < s.in_kinds.size() && !s.in_kinds[i].empty() ? s.in_kinds[i] : "normal";
-}
-bool is_label_kind(const std::string& k) {
-  return k.rfind("label:", 0) == 0 || k.rfind("index:", 0) == 0;
-}
-
-// float32 input values of one kind (as the sweep draws them).
-NDArray make_input(const Shape& s, const std::string& kind, std::mt19937& rng, float scale) {
-  NDArray a(s);
-  float* p = a.data<float>();
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::uniform_real_distribution<float> uni(0.f, 1.f);
-  for (int64_t i = 0; i < a.size(); ++i) {
-    if (is_label_kind(kind)) {
-      int k = std::stoi(kind.substr(kind.find(':') + 1));
-      p[i] = static_cast<float>(static_cast<int>(uni(rng) * static_cast<float>(k)) % k);
-    } else if (kind == "positive") {
-      p[i] = 0.5f + 1.5f * uni(rng);
-    } else if (kind == "above1") {
-      p[i] = 1.2f + 1.5f * uni(rng);
-    } else if (kind == "unit") {
-      p[i] = -0.9f + 1.8f * uni(rng);
-    } else if (kind == "zeros") {
-      p[i] = 0.f;
-    } else if (kind == "ones") {
-      p[i] = 1.f;
-    } else {
-      p[i] = scale * normal(rng);
-    }
-  }
-  return a;
-}
+using test::is_label_kind;
+using test::kind_of;
+using test::make_input;
 
 // An array of shape s and dtype t with room for 8-byte elements behind it, so a kernel that
 // reads or writes narrower data as float32/float64 corrupts nothing but the padding.
@@ -325,7 +296,9 @@ TEST(DTypeAudit, EveryOpRefusesOrComputesRight) {
   for (const auto& n : g_kernel_refusals) own += " " + n;
   std::printf("[dtype audit] refused by the kernel's own check (no policy declared):%s\n",
               own.c_str());
-  if (filter.empty()) EXPECT_GT(runs, 100u);
+  if (filter.empty()) {
+    EXPECT_GT(runs, 100u);
+  }
 }
 
 // The policy's error names node, op, input and dtype and lists what the op takes.

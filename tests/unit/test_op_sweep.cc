@@ -10,6 +10,7 @@
 #include "ops/infer.h"
 #include "runtime/imperative.h"
 #include "tests/unit/op_reference.h"
+#include "tests/unit/sample_inputs.h"
 
 namespace loom {
 namespace {
@@ -21,35 +22,8 @@ namespace {
 const std::set<std::string> kNoSampleOps = {"Custom", "_loom_gradients", "_loom_allreduce_plan",
                                             "_loom_allreduce_start", "_loom_allreduce_wait"};
 
-NDArray make_input(const Shape& s, const std::string& kind, std::mt19937& rng) {
-  NDArray a(s);
-  float* p = a.data<float>();
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::uniform_real_distribution<float> uni(0.f, 1.f);
-  for (int64_t i = 0; i < a.size(); ++i) {
-    if (kind.rfind("label:", 0) == 0 || kind.rfind("index:", 0) == 0) {
-      int k = std::stoi(kind.substr(kind.find(':') + 1));
-      p[i] = static_cast<float>(static_cast<int>(uni(rng) * static_cast<float>(k)) % k);
-    } else if (kind == "positive") {
-      p[i] = 0.5f + 1.5f * uni(rng);
-    } else if (kind == "above1") {
-      p[i] = 1.2f + 1.5f * uni(rng);
-    } else if (kind == "unit") {
-      p[i] = -0.9f + 1.8f * uni(rng);
-    } else if (kind == "zeros") {
-      p[i] = 0.f;
-    } else if (kind == "ones") {
-      p[i] = 1.f;
-    } else {
-      p[i] = normal(rng);
-    }
-  }
-  return a;
-}
-
-std::string kind_of(const OpSample& s, size_t i) {
-  return i < s.in_kinds.size() && !s.in_kinds[i].empty() ? s.in_kinds[i] : "normal";
-}
+using test::kind_of;
+using test::make_input;
 
 bool differentiable_input(const OpSample& s, size_t i, const std::set<int>& skip) {
   std::string k = kind_of(s, i);
