@@ -188,9 +188,6 @@ dist::Communicator& shard_comm(int world, const std::string& what) {
                           " ranks, this job has " + std::to_string(comm.size()));
   return comm;
 }
-dist::Communicator& shard_comm(const ShardedShadow& s) {
-  return shard_comm(s.world, "sharded EMA");
-}
 dist::Communicator& shard_comm(const ShardedState& s) {
   return shard_comm(s.world, "sharded state '" + s.shard + "'");
 }

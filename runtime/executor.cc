@@ -495,10 +495,7 @@ void Executor::plan_capture(const BindOptions& opts) {
   const CaptureDecision d = decide_capture(f);
   record_ = d.record;
   capture_note_ = d.note;
-  if (!f.blockers.empty() && dev_.type == DeviceType::kGPU && f.env != "0" &&
-      opts.cuda_graph != CudaGraphMode::kOff && (f.step_graph || f.env == "1" ||
-                                                  opts.cuda_graph == CudaGraphMode::kOn))
-    std::cerr << "loom: note: " << d.note << "\n";
+  if (d.blocked) std::cerr << "loom: note: " << d.note << "\n";
 }
 
 std::string Executor::cuda_graph_status() const {

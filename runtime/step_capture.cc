@@ -24,7 +24,7 @@ CaptureDecision decide_capture(const CaptureFacts& f) {
     std::string why = "CUDA Graph: off for this executor: " + f.blockers[0];
     if (f.blockers.size() > 1)
       why += " (and " + std::to_string(f.blockers.size() - 1) + " more node(s))";
-    return {false, why};
+    return {false, why, true};
   }
   return {true, "CUDA Graph: on (recorded on the second call, replayed after)"};
 }

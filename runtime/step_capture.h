@@ -52,6 +52,8 @@ struct CaptureDecision {
   bool record = false;
   /// One line saying why (not), for the log and Executor::cuda_graph_status().
   std::string note;
+  /// Recording was wanted but a node prevents it (the executor logs `note` then).
+  bool blocked = false;
 };
 
 /// Applies the rule. Throws Error when `env` is neither empty, "0" nor "1".

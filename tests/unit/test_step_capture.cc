@@ -81,6 +81,7 @@ TEST(StepCapture, BlockersNameTheNode) {
                 "node 'e' (Foo) reads its predicate on the host"};
   CaptureDecision d = decide_capture(f);
   EXPECT_FALSE(d.record);
+  EXPECT_TRUE(d.blocked);
   EXPECT_NE(d.note.find("node 'py' (Custom) runs host code"), std::string::npos) << d.note;
   EXPECT_NE(d.note.find("and 2 more"), std::string::npos) << d.note;
   EXPECT_EQ(d.note.find('\n'), std::string::npos) << "one line";
@@ -88,6 +89,13 @@ TEST(StepCapture, BlockersNameTheNode) {
   f.mode = CudaGraphMode::kOn;
   f.env = "1";
   EXPECT_FALSE(decide_capture(f).record);
+  // Blockers only matter where recording was wanted: nothing to log on a CPU executor or
+  // with recording switched off.
+  f.env = "0";
+  EXPECT_FALSE(decide_capture(f).blocked);
+  f.env = "";
+  f.device = DeviceType::kCPU;
+  EXPECT_FALSE(decide_capture(f).blocked);
 }
 
 // A device whose "graphs" keep the recorded work and run it on launch; recording itself
