@@ -1,10 +1,14 @@
 // Convolution (1-D, 2-D, 3-D, grouped) on oneDNN convolution primitives (spec 6.2).
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/nn/conv_params.h"
+#include "ops/nn/depthwise.h"
 #include "ops/nn/dnnl_layer.h"
 #include "ops/nn/winograd.h"
 
@@ -204,7 +208,8 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     using namespace dnnl;
     dnnl_util::ThreadCap cap(threads_);
     wino_.reset();
-    if (own_winograd_post_ops(ops)) return true;
+    dw_.reset();
+    if (own_depthwise_post_ops(ops) || own_winograd_post_ops(ops)) return true;
     primitive_attr attr;
     attr.set_scratchpad_mode(scratchpad_mode::user);
     post_ops po;
@@ -260,9 +265,13 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     return false;
   }
   void record_post_ops(const PostOps& ops) const {
+    dnnl_util::record_impl(post_ops_label(ops) + layer_->post_ops_impl_info());
+  }
+  // "Convolution (shape) w(shape) gG +affine+sum+act " for the implementation records.
+  std::string post_ops_label(const PostOps& ops) const {
     static const char* kAct[] = {"", "+relu", "+leaky", "+prelu"};
-    dnnl_util::record_impl(desc_ + " " + (ops.affine ? "+affine" : "") + (ops.sum ? "+sum" : "") +
-                           kAct[ops.act.kind] + " " + layer_->post_ops_impl_info());
+    return desc_ + " " + (ops.affine ? "+affine" : "") + (ops.sum ? "+sum" : "") +
+           kAct[ops.act.kind] + " ";
   }
 
   // Layers whose weights outweigh their activations (the deep layers at batch 1, where every
@@ -298,6 +307,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   bool forward_post_ops(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,
                         const PostOps& ops) override {
     if (wino_) return forward_own_winograd(ctx, in, dst, ops);
+    if (dw_) return forward_own_depthwise(ctx, in, dst, ops);
     if ((ctx.is_train && ops.sum) || !layer_->has_post_ops()) return false;
     dnnl_util::ThreadCap cap(threads_);
     const float* b = no_bias_ ? nullptr : in[2].cdata<float>();
@@ -336,9 +346,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
       return false;
     }
     wino_ops_ = ops;
-    static const char* kAct[] = {"", "+relu", "+leaky", "+prelu"};
-    dnnl_util::record_impl(desc_ + " " + (ops.affine ? "+affine" : "") + (ops.sum ? "+sum" : "") +
-                           kAct[ops.act.kind] + " " + wino_->impl_info());
+    dnnl_util::record_impl(post_ops_label(ops) + wino_->impl_info());
     return true;
   }
   static constexpr int64_t kOwnWinogradMinTiles = 16;
@@ -355,19 +363,76 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     const size_t nf = static_cast<size_t>(p_.num_filter);
     if (ops.affine && (ops.scale.size() != nf || ops.shift.size() != nf)) return false;
     dnnl_util::ThreadCap cap(threads_);
+    const float* bias = fused_bias(in, ops);
+    wino_->forward(in[0].cdata<float>(), in[1], ops.affine ? ops.scale : std::span<const float>(),
+                   bias, dst.data<float>(), ops.sum, ops.act, ctx.workspace);
+    return true;
+  }
+
+  // The bias after a folded BatchNorm (b * scale + shift) in fused_bias_, or the plain bias,
+  // or null for none.
+  const float* fused_bias(std::span<const NDArray> in, const PostOps& ops) {
     const float* b = no_bias_ ? nullptr : in[2].cdata<float>();
-    std::span<const float> scale;
-    if (ops.affine || b) {
-      wino_bias_.resize(nf);
-      for (size_t f = 0; f < nf; ++f) {
-        const float bf = b ? b[f] : 0.f;
-        wino_bias_[f] = ops.affine ? bf * ops.scale[f] + ops.shift[f] : bf;
-      }
-      if (ops.affine) scale = ops.scale;
+    if (!ops.affine) return b;
+    const size_t nf = static_cast<size_t>(p_.num_filter);
+    fused_bias_.resize(nf);
+    for (size_t f = 0; f < nf; ++f) fused_bias_[f] = (b ? b[f] : 0.f) * ops.scale[f] + ops.shift[f];
+    return fused_bias_.data();
+  }
+
+  // Loom's own depthwise kernel (ops/nn/depthwise.h) for 2-D layers with one filter per
+  // channel on channel-blocked activations, where the chain ends in PReLU: oneDNN 2.6's JIT
+  // kernels cannot apply it, and a separate in-place pass over the output cost more than the
+  // whole convolution (MobileFaceNet's depthwise layers 1.3-1.7x faster with AVX-512, 1.3-1.9x
+  // capped at AVX2, tests/bench/mobile_layers.cc dw). With ReLU or nothing oneDNN's jit_dw
+  // kernel is 5-25% faster and keeps the layer. LOOM_CONV_OWN_DEPTHWISE=0 turns it off, =1
+  // takes every activation (tests).
+  bool own_depthwise_post_ops(const PostOps& ops) {
+    const char* env = std::getenv("LOOM_CONV_OWN_DEPTHWISE");
+    const std::string mode = env ? env : "";
+    if (mode == "0" || (mode != "1" && ops.act.kind != FusedActivation::kPrelu)) return false;
+    const Shape &i = in_shape_, &o = out_shape_;
+    if (p_.kernel.ndim() != 2 || p_.num_group != i[1] || p_.num_filter != i[1]) return false;
+    const int block = layout_block(in_layout_);
+    if (layout_block(out_layout_) != block) return false;
+    nn::DepthwiseShape s{i[0],         i[1],         i[2],         i[3],         o[2],
+                         o[3],         p_.kernel[0], p_.kernel[1], p_.stride[0], p_.stride[1],
+                         p_.pad[0],    p_.pad[1],    p_.dilate[0], p_.dilate[1], block};
+    if (!nn::depthwise_supported(s)) return false;
+    dw_ = std::make_unique<nn::DepthwiseConv>(s, threads_ == 1 ? 1 : omp_get_max_threads());
+    dw_ops_ = ops;
+    dw_weights_ = {};
+    dnnl_util::record_impl(post_ops_label(ops) + "own_depthwise");
+    return true;
+  }
+
+  bool forward_own_depthwise(const OpContext& ctx, std::span<const NDArray> in,
+                             const NDArray& dst, const PostOps& ops) {
+    if (ctx.is_train || in[1].device().type != DeviceType::kCPU) return false;
+    if (ops.affine != dw_ops_.affine || ops.sum != dw_ops_.sum ||
+        ops.act.kind != dw_ops_.act.kind)
+      return false;
+    const size_t nf = static_cast<size_t>(p_.num_filter);
+    if (ops.affine && (ops.scale.size() != nf || ops.shift.size() != nf)) return false;
+    if (ops.act.kind == FusedActivation::kPrelu && ops.act.slope.size() != nf) return false;
+    // Repack the weights (scale folded in) unless they provably did not change.
+    const auto& st = in[1].storage();
+    const std::span<const float> scale = ops.affine ? ops.scale : std::span<const float>();
+    if (st->escaped() || dw_weights_.owner.lock() != st ||
+        dw_weights_.offset != in[1].offset() || dw_weights_.version != st->version() ||
+        !std::equal(scale.begin(), scale.end(), dw_weights_.scale.begin(),
+                    dw_weights_.scale.end())) {
+      dw_->pack_weights(in[1].cdata<float>(), scale);
+      dw_weights_ = {};
+      if (!st->escaped())
+        dw_weights_ = {st, in[1].offset(), st->version(), {scale.begin(), scale.end()}};
     }
-    wino_->forward(in[0].cdata<float>(), in[1], scale,
-                   ops.affine || b ? wino_bias_.data() : nullptr, dst.data<float>(), ops.sum,
-                   ops.act, ctx.workspace);
+    static_assert(int{nn::DepthwiseAct::kPrelu} == int{FusedActivation::kPrelu} &&
+                  int{nn::DepthwiseAct::kLeaky} == int{FusedActivation::kLeaky} &&
+                  int{nn::DepthwiseAct::kRelu} == int{FusedActivation::kRelu});
+    const nn::DepthwiseAct act{static_cast<nn::DepthwiseAct::Kind>(ops.act.kind), ops.act.alpha,
+                               ops.act.slope};
+    dw_->forward(in[0].cdata<float>(), fused_bias(in, ops), dst.data<float>(), ops.sum, act);
     return true;
   }
 
@@ -397,7 +462,15 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   Layout in_layout_ = Layout::kPlain, out_layout_ = Layout::kPlain;
   std::unique_ptr<nn::WinogradConv> wino_;  // own inference Winograd (replaces post-ops)
   PostOps wino_ops_;
-  std::vector<float> wino_bias_;
+  std::unique_ptr<nn::DepthwiseConv> dw_;  // own inference depthwise (replaces post-ops)
+  PostOps dw_ops_;
+  struct {  // the weights dw_ holds packed: which array, write version and scale
+    std::weak_ptr<Storage> owner;
+    size_t offset = 0;
+    uint64_t version = 0;
+    std::vector<float> scale;
+  } dw_weights_;
+  std::vector<float> fused_bias_;
   dnnl::algorithm algo_ = dnnl::algorithm::convolution_direct;
   dnnl::memory::dims strides_, dilates_, pad_, wdims_;
   std::string desc_;

@@ -1,0 +1,66 @@
+// Loom's own inference depthwise convolution (one filter per channel, any kernel size, stride,
+// padding and dilation) on channel-blocked activations (nChw8c / nChw16c), with the per-channel
+// affine map of a folded BatchNorm, a bias, a residual sum and the activation (ReLU, leaky,
+// PReLU with one slope per channel) applied in its output loop:
+//
+//   dst[n, c, y, x] = act(sum_{i,j} src[n, c, y*sh - ph + i*dh, x*sw - pw + j*dw] * w[c, i, j]
+//                         * scale[c] + bias'[c] [+ dst[n, c, y, x]])
+//
+// The loops run over channel blocks (a GCC vector of 8 or 16 floats), two blocks and four
+// outputs of a row at once, the interior columns without bounds checks. It exists because
+// oneDNN 2.6's JIT convolutions take no PReLU post-op: MobileFaceNet's depthwise layers each
+// needed a second pass over their output (DESIGN.md, "Loom's own depthwise convolution").
+// No dependency on the rest of Loom, so tests/bench/mobile_layers.cc compiles it by hand.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace loom::nn {
+
+/// One depthwise 2-D layer: batch n, channels c (input = output, multiplier 1), input h x w,
+/// output oh x ow, kernel kh x kw, stride, padding (top/left; the output size fixes the rest)
+/// and dilation; `block` channels per block of both activation layouts (8 or 16).
+struct DepthwiseShape {
+  int64_t n, c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+  int block;
+  /// Multiply-adds of one call.
+  double macs() const { return static_cast<double>(n * c * oh * ow * kh * kw); }
+};
+
+/// The element-wise epilogue after the affine map and sum.
+struct DepthwiseAct {
+  enum Kind : uint8_t { kNone, kRelu, kLeaky, kPrelu };
+  Kind kind = kNone;
+  float alpha = 0.f;             ///< kLeaky: the slope for x < 0
+  std::span<const float> slope;  ///< kPrelu: one slope per channel
+};
+
+/// True when the kernel takes the shape (block 8 or 16 dividing c, positive sizes).
+bool depthwise_supported(const DepthwiseShape& s);
+
+class DepthwiseConv {
+ public:
+  /// `threads`: OpenMP threads of a call (1: no parallel region).
+  DepthwiseConv(const DepthwiseShape& s, int threads);
+
+  /// Repacks the weights `w`, (c, 1, kh, kw) row-major, scaled per channel by `scale`
+  /// (empty: 1), for the calls that follow (the caller repacks when they change).
+  void pack_weights(const float* w, std::span<const float> scale);
+
+  /// dst = act(dwconv(src, packed weights) + bias [+ dst]) on the channel-blocked arrays;
+  /// `bias` per channel (null: 0), added after the scale. `dst` must not overlap `src`.
+  void forward(const float* src, const float* bias, float* dst, bool sum, const DepthwiseAct& act);
+
+  const DepthwiseShape& shape() const { return s_; }
+
+ private:
+  DepthwiseShape s_;
+  int threads_;
+  int64_t x0_ = 0, x1_ = 0;  // output columns [x0_, x1_) read no padding
+  std::vector<float> wp_;    // weights [c/block][kh][kw][block], scale folded in
+  std::vector<float> bp_;    // bias per channel, zero for none
+};
+
+}  // namespace loom::nn
