@@ -3,7 +3,8 @@
 // tensor goes through a LayoutBridge: when a primitive chose a layout other than the one
 // Loom's array has (weights are plain; activations plain or channel-blocked, as the
 // executor's layout plan chose) the tensor is reordered per call (weights change in
-// training), and outputs the primitives cannot accumulate go through scratch.
+// training), and outputs the primitives cannot accumulate go through scratch. The primitives'
+// memory arguments are made once too (PrimitiveArgs); calls only point them at their buffers.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/nn/dnnl_args.h"
 #include "ops/nn/nn_util.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/cpu/thread_cap.h"
@@ -53,7 +55,22 @@ class DnnlWeightedLayer {
         arr_dst_(arrays.dst),
         has_bias_(arrays.bias.get_size() > 0),
         impl_("fwd=" + std::string(fwd.impl_info_str()) + " bwd_data=" + bwd_data.impl_info_str() +
-              " bwd_weights=" + bwd_weights.impl_info_str()) {}
+              " bwd_weights=" + bwd_weights.impl_info_str()) {
+    a_fwd_.add(DNNL_ARG_SRC, f_src_.chosen());
+    a_fwd_.add(DNNL_ARG_WEIGHTS, f_w_.chosen());
+    if (has_bias_) a_fwd_.add(DNNL_ARG_BIAS, bias_);
+    a_fwd_.add(DNNL_ARG_DST, f_dst_.chosen());
+    a_fwd_.add(DNNL_ARG_SCRATCHPAD, sp_fwd_);
+    a_bd_.add(DNNL_ARG_DIFF_DST, d_ddst_.chosen());
+    a_bd_.add(DNNL_ARG_WEIGHTS, d_w_.chosen());
+    a_bd_.add(DNNL_ARG_DIFF_SRC, d_dsrc_.chosen());
+    a_bd_.add(DNNL_ARG_SCRATCHPAD, sp_bd_);
+    a_bw_.add(DNNL_ARG_SRC, w_src_.chosen());
+    a_bw_.add(DNNL_ARG_DIFF_DST, w_ddst_.chosen());
+    a_bw_.add(DNNL_ARG_DIFF_WEIGHTS, w_dw_.chosen());
+    if (has_bias_) a_bw_.add(DNNL_ARG_DIFF_BIAS, bias_);
+    a_bw_.add(DNNL_ARG_SCRATCHPAD, sp_bw_);
+  }
 
   /// All of Loom's arrays plain.
   DnnlWeightedLayer(const dnnl::primitive_desc& fwd, const dnnl::primitive_desc& bwd_data,
@@ -92,6 +109,17 @@ class DnnlWeightedLayer {
     aff_impl_ = pd.impl_info_str();
     post_ = ops;
     prelu_index_ = ops.sum ? 1 : 0;  // the activation follows the sum
+    a_aff_ = PrimitiveArgs();
+    a_aff_.add(DNNL_ARG_SRC, aff_src_.chosen());
+    a_aff_.add(DNNL_ARG_WEIGHTS, aff_w_.chosen());
+    a_aff_.add(DNNL_ARG_BIAS, aff_bias_desc_);
+    a_aff_.add(DNNL_ARG_DST, aff_dst_.chosen());
+    if (ops.act.kind == FusedActivation::kPrelu) {  // one slope per output channel
+      dnnl::memory::dims d(static_cast<size_t>(f_dst_.chosen().dims().size()), 1);
+      d[1] = static_cast<int64_t>(aff_bias_desc_.get_size() / sizeof(float));
+      a_aff_.add(prelu_arg(), dnnl_util::plain_md(d));
+    }
+    a_aff_.add(DNNL_ARG_SCRATCHPAD, sp_aff_);
     return true;
   }
   bool has_post_ops() const { return aff_fwd_.has_value(); }
@@ -114,34 +142,23 @@ class DnnlWeightedLayer {
   /// (Storage::version).
   void forward(const float* src, const NDArray& weights, const float* b, float* dst, Req req,
                void* workspace, bool cached_weights) {
-    run_forward(fwd_, sp_fwd_, src, weights, b, dst, req, workspace, cached_weights);
-  }
-
- private:
-  void run_forward(const dnnl::primitive& prim, const dnnl::memory::desc& sp, const float* src,
-                   const NDArray& weights, const float* b, float* dst, Req req, void* workspace,
-                   bool cached_weights) {
     if (req == Req::kNull) return;
-    const auto& eng = dnnl_util::engine();
     ScratchCursor ws(workspace);
-    std::unordered_map<int, dnnl::memory> args;
-    args[DNNL_ARG_SRC] = f_src_.to_chosen(src, ws.take(in_bytes(f_src_)));
-    const float* w = weights.cdata<float>();
+    a_fwd_.set(DNNL_ARG_SRC, in_chosen(f_src_, src, ws.take(in_bytes(f_src_))));
     void* w_scratch = ws.take(in_bytes(f_w_));
     if (cached_weights && !f_w_.same() && weights.device().type == DeviceType::kCPU &&
         !weights.storage()->escaped())
-      args[DNNL_ARG_WEIGHTS] = cached_weights_for(weights);
+      a_fwd_.set(DNNL_ARG_WEIGHTS, cached_weights_for(weights));
     else
-      args[DNNL_ARG_WEIGHTS] = f_w_.to_chosen(w, w_scratch);
-    if (has_bias_) args[DNNL_ARG_BIAS] = dnnl::memory(bias_, eng, const_cast<float*>(b));
+      a_fwd_.set(DNNL_ARG_WEIGHTS, in_chosen(f_w_, weights.cdata<float>(), w_scratch));
+    if (has_bias_) a_fwd_.set(DNNL_ARG_BIAS, b);
     void* target = f_dst_.target(dst, ws.take(out_bytes(f_dst_)), is_add(req));
-    args[DNNL_ARG_DST] = dnnl::memory(f_dst_.chosen(), eng, target);
-    if (sp.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp, eng, ws.take(sp.get_size()));
-    dnnl_util::execute(prim, args);
+    a_fwd_.set(DNNL_ARG_DST, target);
+    if (sp_fwd_.get_size()) a_fwd_.set(DNNL_ARG_SCRATCHPAD, ws.take(sp_fwd_.get_size()));
+    a_fwd_.execute(fwd_);
     f_dst_.finish(target, dst, is_add(req));
   }
 
- public:
   /// Inference forward with the post-ops enable_post_ops built, into `dst`. The affine map
   /// y * scale[f] + shift[f] per output channel f is the convolution with weights
   /// w * scale[f] and bias b * scale[f] + shift[f]; the weights (scaled or not) are kept in
@@ -159,7 +176,6 @@ class DnnlWeightedLayer {
       return false;
     if (post_.affine && (scale.size() != nf || shift.size() != nf)) return false;
     if (post_.act.kind == FusedActivation::kPrelu && ops.act.slope.size() != nf) return false;
-    const auto& eng = dnnl_util::engine();
     if (nf == 0 || static_cast<size_t>(weights.size()) % nf != 0) return false;
     const auto& st = weights.storage();
     const bool cacheable = !st->escaped();
@@ -206,25 +222,18 @@ class DnnlWeightedLayer {
     for (size_t f = 0; f < nf; ++f)
       a_bias_[f] = scale.empty() ? (b ? b[f] : 0.f) : (b ? b[f] : 0.f) * scale[f] + shift[f];
     ScratchCursor ws(workspace);
-    std::unordered_map<int, dnnl::memory> args;
-    args[DNNL_ARG_SRC] = aff_src_.to_chosen(src, ws.take(in_bytes(aff_src_)));
-    args[DNNL_ARG_WEIGHTS] = dnnl::memory(aff_w_.chosen(), eng, wbuf.raw());
-    args[DNNL_ARG_BIAS] = dnnl::memory(aff_bias_desc_, eng, a_bias_.data());
+    a_aff_.set(DNNL_ARG_SRC, in_chosen(aff_src_, src, ws.take(in_bytes(aff_src_))));
+    a_aff_.set(DNNL_ARG_WEIGHTS, wbuf.raw());
+    a_aff_.set(DNNL_ARG_BIAS, a_bias_.data());
     // With a sum the output is Loom's array, holding the other operand: used in place when
     // it has the primitive's layout, else reordered into scratch first.
     void* scratch = ws.take(out_bytes(aff_dst_));
     void* target = aff_dst_.target(dst, scratch, false);
     if (post_.sum && target != dst) aff_dst_.to_chosen(dst, scratch);
-    args[DNNL_ARG_DST] = dnnl::memory(aff_dst_.chosen(), eng, target);
-    if (post_.act.kind == FusedActivation::kPrelu) {
-      dnnl::memory::dims d(static_cast<size_t>(f_dst_.chosen().dims().size()), 1);
-      d[1] = static_cast<int64_t>(nf);
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(prelu_index_) | DNNL_ARG_WEIGHTS] =
-          dnnl::memory(dnnl_util::plain_md(d), eng, const_cast<float*>(ops.act.slope.data()));
-    }
-    if (sp_aff_.get_size())
-      args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_aff_, eng, ws.take(sp_aff_.get_size()));
-    dnnl_util::execute(*aff_fwd_, args);
+    a_aff_.set(DNNL_ARG_DST, target);
+    if (post_.act.kind == FusedActivation::kPrelu) a_aff_.set(prelu_arg(), ops.act.slope.data());
+    if (sp_aff_.get_size()) a_aff_.set(DNNL_ARG_SCRATCHPAD, ws.take(sp_aff_.get_size()));
+    a_aff_.execute(*aff_fwd_);
     aff_dst_.finish(target, dst, false);
     return true;
   }
@@ -233,7 +242,6 @@ class DnnlWeightedLayer {
   void backward(const float* diff_dst, const float* src, const float* w, float* diff_src,
                 float* diff_w, float* diff_b, Req req_src, Req req_w, Req req_b,
                 void* workspace) const {
-    const auto& eng = dnnl_util::engine();
     ScratchCursor ws(workspace);
     void* dd_buf = ws.take(in_bytes(d_ddst_));
     void* w_buf = ws.take(in_bytes(d_w_));
@@ -245,12 +253,11 @@ class DnnlWeightedLayer {
     void* sp_buf = ws.take(std::max(sp_bd_.get_size(), sp_bw_.get_size()));
     if (req_src != Req::kNull) {
       void* target = d_dsrc_.target(diff_src, ds_buf, is_add(req_src));
-      std::unordered_map<int, dnnl::memory> args{
-          {DNNL_ARG_DIFF_DST, d_ddst_.to_chosen(diff_dst, dd_buf)},
-          {DNNL_ARG_WEIGHTS, d_w_.to_chosen(w, w_buf)},
-          {DNNL_ARG_DIFF_SRC, dnnl::memory(d_dsrc_.chosen(), eng, target)}};
-      if (sp_bd_.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_bd_, eng, sp_buf);
-      dnnl_util::execute(bwd_data_, args);
+      a_bd_.set(DNNL_ARG_DIFF_DST, in_chosen(d_ddst_, diff_dst, dd_buf));
+      a_bd_.set(DNNL_ARG_WEIGHTS, in_chosen(d_w_, w, w_buf));
+      a_bd_.set(DNNL_ARG_DIFF_SRC, target);
+      if (sp_bd_.get_size()) a_bd_.set(DNNL_ARG_SCRATCHPAD, sp_buf);
+      a_bd_.execute(bwd_data_);
       d_dsrc_.finish(target, diff_src, is_add(req_src));
     }
     bool want_b = has_bias_ && req_b != Req::kNull;
@@ -258,19 +265,29 @@ class DnnlWeightedLayer {
     // One primitive computes both; a gradient nobody asked for goes to scratch.
     void* w_target = req_w == Req::kNull ? dw_buf : w_dw_.target(diff_w, dw_buf, is_add(req_w));
     void* b_target = want_b ? w_db_.target(diff_b, db_buf, is_add(req_b)) : db_buf;
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, w_src_.to_chosen(src, src_buf)},
-        {DNNL_ARG_DIFF_DST, w_ddst_.to_chosen(diff_dst, wdd_buf)},
-        {DNNL_ARG_DIFF_WEIGHTS, dnnl::memory(w_dw_.chosen(), eng, w_target)}};
-    if (has_bias_) args[DNNL_ARG_DIFF_BIAS] = dnnl::memory(bias_, eng, b_target);
-    if (sp_bw_.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_bw_, eng, sp_buf);
-    dnnl_util::execute(bwd_weights_, args);
+    a_bw_.set(DNNL_ARG_SRC, in_chosen(w_src_, src, src_buf));
+    a_bw_.set(DNNL_ARG_DIFF_DST, in_chosen(w_ddst_, diff_dst, wdd_buf));
+    a_bw_.set(DNNL_ARG_DIFF_WEIGHTS, w_target);
+    if (has_bias_) a_bw_.set(DNNL_ARG_DIFF_BIAS, b_target);
+    if (sp_bw_.get_size()) a_bw_.set(DNNL_ARG_SCRATCHPAD, sp_buf);
+    a_bw_.execute(bwd_weights_);
     if (req_w != Req::kNull) w_dw_.finish(w_target, diff_w, is_add(req_w));
     if (want_b) w_db_.finish(b_target, diff_b, is_add(req_b));
   }
 
  private:
-  dnnl::memory cached_weights_for(const NDArray& weights) {
+  // The primitive-layout pointer of an input: `plain` itself when the layouts agree, else
+  // `scratch` after reordering into it.
+  static const void* in_chosen(const dnnl_util::LayoutBridge& b, const float* plain,
+                               void* scratch) {
+    if (b.same()) return plain;
+    b.to_chosen(plain, scratch);
+    return scratch;
+  }
+  // The prelu post-op's slopes (after the sum, when there is one).
+  int prelu_arg() const { return DNNL_ARG_ATTR_MULTIPLE_POST_OP(prelu_index_) | DNNL_ARG_WEIGHTS; }
+
+  const void* cached_weights_for(const NDArray& weights) {
     const auto& st = weights.storage();
     uint64_t version = st->version();
     if (w_cache_.owner.lock() != st || w_cache_.offset != weights.offset() ||
@@ -282,7 +299,7 @@ class DnnlWeightedLayer {
       w_cache_.offset = weights.offset();
       w_cache_.version = version;
     }
-    return dnnl::memory(f_w_.chosen(), dnnl_util::engine(), w_cache_.buffer.raw());
+    return w_cache_.buffer.raw();
   }
 
   // The forward weights in the primitive's layout, and which array version they came from.
@@ -315,7 +332,12 @@ class DnnlWeightedLayer {
     NDArray buffer;
   } a_cache_;
   std::vector<float> a_bias_;
+  PrimitiveArgs a_aff_;
 
+  // Memory arguments of the forward, backward-data and backward-weights primitives.
+  // (backward is const to its callers: its arguments are call state).
+  PrimitiveArgs a_fwd_;
+  mutable PrimitiveArgs a_bd_, a_bw_;
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
   dnnl::memory::desc bias_;
   dnnl::memory::desc sp_fwd_, sp_bd_, sp_bw_;  // user-mode scratchpads (zero size otherwise)

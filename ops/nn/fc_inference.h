@@ -7,12 +7,21 @@
 // convolutions' cached weight reorders. With AVX2 both run the same gemm kernel (no gain, no
 // loss). Small products (a face embedding's 512 -> 128 at batch 1) build and run on one
 // thread (dnnl_util::threads_for_work). LOOM_FC_CACHED_WEIGHTS=0 keeps the matmul path.
+//
+// A few rows (batch 1 to 4) are a matrix-vector product that streams the weights from memory
+// once (a classifier's weights are long evicted by the rest of the network). Loom's own loop
+// reads them packed as [o/16][k][16] (cached like the inner product's weights), one sequential
+// stream per 16 outputs, where oneDNN 2.6's kernels are slower at the same bytes.
+// LOOM_FC_GEMV=0 keeps the inner product.
 #pragma once
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "ops/nn/dnnl_args.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/cpu/thread_cap.h"
 #include "runtime/ndarray.h"
@@ -28,6 +37,12 @@ class FcInference {
     if (env_off("LOOM_FC_CACHED_WEIGHTS") || m <= 0 || k <= 0 || o <= 0) return;
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(k) * o;
     threads_ = dnnl_util::threads_for_work(flops, 4.0 * static_cast<double>(m * k + k * o + m * o));
+    m_ = m, k_ = k, o_ = o;
+    if (m <= kGemvMaxRows && !env_off("LOOM_FC_GEMV")) {
+      gemv_ = true;
+      impl_ = "loom_gemv";
+      return;
+    }
     dnnl_util::ThreadCap cap(threads_);
     const auto tag = memory::format_tag::ab;
     const auto f32 = memory::data_type::f32;
@@ -47,51 +62,113 @@ class FcInference {
                                    /*to_only=*/true);
       prim_ = dnnl::inner_product_forward(pd);
       impl_ = impl;
+      args_.add(DNNL_ARG_SRC, x_);
+      args_.add(DNNL_ARG_WEIGHTS, w_.chosen());
+      if (bias) args_.add(DNNL_ARG_BIAS, b_);
+      args_.add(DNNL_ARG_DST, y_);
     } catch (const dnnl::error&) {
       prim_.reset();
     }
   }
 
-  bool ready() const { return prim_.has_value(); }
+  bool ready() const { return gemv_ || prim_.has_value(); }
   const std::string& impl_info() const { return impl_; }
 
   /// Runs the product when the weights can be cached (CPU storage that never handed out a
   /// mutable pointer); returns false otherwise (the caller runs its own path).
   bool forward(const float* x, const NDArray& w, const float* b, float* y) {
-    if (!prim_ || w.device().type != DeviceType::kCPU) return false;
+    if (!ready() || w.device().type != DeviceType::kCPU) return false;
     const auto& st = w.storage();
     if (!st || st->escaped()) return false;
     dnnl_util::ThreadCap cap(threads_);
-    const auto& eng = dnnl_util::engine();
-    dnnl::memory wm;
-    if (w_.same()) {
-      wm = dnnl::memory(w_.chosen(), eng, const_cast<float*>(w.cdata<float>()));
-    } else {
-      const uint64_t version = st->version();
-      if (cache_.owner.lock() != st || cache_.offset != w.offset() || cache_.version != version ||
-          cache_.buffer.is_none()) {
-        if (cache_.buffer.is_none())
-          cache_.buffer = NDArray(Shape{static_cast<int64_t>(w_.scratch_bytes())}, DType::kUint8);
-        w_.to_chosen(w.cdata<float>(), cache_.buffer.raw());
-        cache_.owner = st;
-        cache_.offset = w.offset();
-        cache_.version = version;
-      }
-      wm = dnnl::memory(w_.chosen(), eng, cache_.buffer.raw());
+    if (gemv_) {
+      gemv(x, static_cast<const float*>(cached_weights(w)), b, y);
+      return true;
     }
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, dnnl::memory(x_, eng, const_cast<float*>(x))},
-        {DNNL_ARG_WEIGHTS, wm},
-        {DNNL_ARG_DST, dnnl::memory(y_, eng, y)}};
-    if (b) args[DNNL_ARG_BIAS] = dnnl::memory(b_, eng, const_cast<float*>(b));
-    dnnl_util::execute(*prim_, args);
+    args_.set(DNNL_ARG_WEIGHTS, w_.same() ? w.cdata<float>() : cached_weights(w));
+    args_.set(DNNL_ARG_SRC, x);
+    if (b) args_.set(DNNL_ARG_BIAS, b);
+    args_.set(DNNL_ARG_DST, y);
+    args_.execute(*prim_);
     return true;
   }
 
  private:
+  static constexpr int64_t kGemvMaxRows = 4;
+  static constexpr int64_t kGemvBlock = 16;  // output rows per block of the packed weights
+
+  // The weights in the kernel's layout, redone when the array's version changed.
+  const void* cached_weights(const NDArray& w) {
+    const auto& st = w.storage();
+    const uint64_t version = st->version();
+    if (cache_.owner.lock() != st || cache_.offset != w.offset() || cache_.version != version ||
+        cache_.buffer.is_none()) {
+      const int64_t bytes = gemv_ ? (o_ + kGemvBlock - 1) / kGemvBlock * kGemvBlock * k_ * 4
+                                  : static_cast<int64_t>(w_.scratch_bytes());
+      if (cache_.buffer.is_none()) cache_.buffer = NDArray(Shape{bytes}, DType::kUint8);
+      if (gemv_)
+        pack(w.cdata<float>(), static_cast<float*>(cache_.buffer.raw()));
+      else
+        w_.to_chosen(w.cdata<float>(), cache_.buffer.raw());
+      cache_.owner = st;
+      cache_.offset = w.offset();
+      cache_.version = version;
+    }
+    return cache_.buffer.raw();
+  }
+
+  // (o, k) row-major -> [o / 16][k][16], rows past o zero: a block of 16 outputs is one
+  // sequential stream, one vector per input element.
+  void pack(const float* w, float* p) const {
+    const int64_t k = k_, o = o_, blocks = (o_ + kGemvBlock - 1) / kGemvBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t jb = 0; jb < blocks; ++jb)
+      for (int64_t q = 0; q < k; ++q)
+        for (int64_t i = 0; i < kGemvBlock; ++i) {
+          const int64_t j = jb * kGemvBlock + i;
+          p[(jb * k + q) * kGemvBlock + i] = j < o ? w[j * k + q] : 0.f;
+        }
+  }
+
+  // y = x · wᵀ + b on packed weights: per block of 16 outputs, 16-wide accumulators over k
+  // (four of them, for independent adds).
+  void gemv(const float* x, const float* pw, const float* b, float* y) const {
+    typedef float V __attribute__((vector_size(kGemvBlock * sizeof(float))));
+    const int64_t m = m_, k = k_, o = o_, blocks = (o_ + kGemvBlock - 1) / kGemvBlock;
+    auto ld = [](const float* p) {
+      V v;
+      std::memcpy(&v, p, sizeof(v));
+      return v;
+    };
+#pragma omp parallel for schedule(static) if (threads_ != 1)
+    for (int64_t jb = 0; jb < blocks; ++jb) {
+      const float* wb = pw + jb * k * kGemvBlock;
+      for (int64_t r = 0; r < m; ++r) {
+        const float* xr = x + r * k;
+        V a0{}, a1{}, a2{}, a3{};
+        int64_t q = 0;
+        for (; q + 4 <= k; q += 4) {
+          a0 += xr[q] * ld(wb + q * kGemvBlock);
+          a1 += xr[q + 1] * ld(wb + (q + 1) * kGemvBlock);
+          a2 += xr[q + 2] * ld(wb + (q + 2) * kGemvBlock);
+          a3 += xr[q + 3] * ld(wb + (q + 3) * kGemvBlock);
+        }
+        for (; q < k; ++q) a0 += xr[q] * ld(wb + q * kGemvBlock);
+        const V acc = (a0 + a1) + (a2 + a3);
+        for (int64_t i = 0; i < kGemvBlock && jb * kGemvBlock + i < o; ++i) {
+          const int64_t j = jb * kGemvBlock + i;
+          y[r * o + j] = acc[i] + (b ? b[j] : 0.f);
+        }
+      }
+    }
+  }
+
+  bool gemv_ = false;
+  int64_t m_ = 0, k_ = 0, o_ = 0;
   dnnl::memory::desc x_, y_, b_;
   dnnl_util::LayoutBridge w_;
   std::optional<dnnl::inner_product_forward> prim_;
+  PrimitiveArgs args_;
   std::string impl_;
   int threads_ = 0;
   struct {

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "ops/infer.h"
+#include "ops/nn/dnnl_args.h"
 #include "ops/nn/fc_inference.h"
 #include "ops/nn/nn_dtype.h"
 #include "ops/nn/nn_util.h"
@@ -101,6 +102,16 @@ class FCKernel final : public Kernel {
     } catch (const dnnl::error& e) {
       dnnl_util::rethrow(e, "FullyConnected node '" + a.attrs.name + "'");
     }
+    a_fwd_.add(DNNL_ARG_SRC, x_);
+    a_fwd_.add(DNNL_ARG_WEIGHTS, fwd_[0].pd.weights_desc());
+    a_fwd_.add(DNNL_ARG_DST, y_);
+    if (!p_.no_bias) a_fwd_.add(DNNL_ARG_BIAS, bias_);
+    a_bd_.add(DNNL_ARG_SRC, y_);
+    a_bd_.add(DNNL_ARG_WEIGHTS, w_);
+    a_bd_.add(DNNL_ARG_DST, x_);
+    a_bw_.add(DNNL_ARG_SRC, bwd_weights_[0].pd.src_desc());
+    a_bw_.add(DNNL_ARG_WEIGHTS, x_);
+    a_bw_.add(DNNL_ARG_DST, w_);
     infer_.emplace(m_, k_, o_, !p_.no_bias);  // inference: weights cached in oneDNN's layout
     dnnl_util::record_impl("FullyConnected " + d.str() + "->" + std::to_string(o_) +
                            " fwd=" + fwd_[0].impl + " bwd_data=" + bwd_data_[0].impl +
@@ -115,31 +126,30 @@ class FCKernel final : public Kernel {
         infer_->forward(in[0].cdata<float>(), in[1],
                         p_.no_bias ? nullptr : in[2].cdata<float>(), out[0].data<float>()))
       return;
-    const auto& eng = dnnl_util::engine();
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, dnnl::memory(x_, eng, in[0].raw())},
-        {DNNL_ARG_WEIGHTS, dnnl::memory(fwd_[0].pd.weights_desc(), eng, in[1].raw())},
-        {DNNL_ARG_DST, dnnl::memory(y_, eng, out[0].raw())}};
-    if (!p_.no_bias) args[DNNL_ARG_BIAS] = dnnl::memory(bias_, eng, in[2].raw());
-    dnnl_util::execute(fwd_[nn::is_add(req[0])].prim, args);
+    a_fwd_.set(DNNL_ARG_SRC, in[0].raw());
+    a_fwd_.set(DNNL_ARG_WEIGHTS, in[1].raw());
+    a_fwd_.set(DNNL_ARG_DST, out[0].raw());
+    if (!p_.no_bias) a_fwd_.set(DNNL_ARG_BIAS, in[2].raw());
+    a_fwd_.execute(fwd_[nn::is_add(req[0])].prim);
   }
 
   void backward(const OpContext&, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray>, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
     if (m_ == 0) return;
-    const auto& eng = dnnl_util::engine();
     void* dy = og[0].raw();
-    if (req[0] != Req::kNull)
-      dnnl_util::execute(bwd_data_[nn::is_add(req[0])].prim,
-                         {{DNNL_ARG_SRC, dnnl::memory(y_, eng, dy)},
-                          {DNNL_ARG_WEIGHTS, dnnl::memory(w_, eng, in[1].raw())},
-                          {DNNL_ARG_DST, dnnl::memory(x_, eng, ig[0].raw())}});
-    if (req[1] != Req::kNull)
-      dnnl_util::execute(bwd_weights_[nn::is_add(req[1])].prim,
-                         {{DNNL_ARG_SRC, dnnl::memory(bwd_weights_[0].pd.src_desc(), eng, dy)},
-                          {DNNL_ARG_WEIGHTS, dnnl::memory(x_, eng, in[0].raw())},
-                          {DNNL_ARG_DST, dnnl::memory(w_, eng, ig[1].raw())}});
+    if (req[0] != Req::kNull) {
+      a_bd_.set(DNNL_ARG_SRC, dy);
+      a_bd_.set(DNNL_ARG_WEIGHTS, in[1].raw());
+      a_bd_.set(DNNL_ARG_DST, ig[0].raw());
+      a_bd_.execute(bwd_data_[nn::is_add(req[0])].prim);
+    }
+    if (req[1] != Req::kNull) {
+      a_bw_.set(DNNL_ARG_SRC, dy);
+      a_bw_.set(DNNL_ARG_WEIGHTS, in[0].raw());
+      a_bw_.set(DNNL_ARG_DST, ig[1].raw());
+      a_bw_.execute(bwd_weights_[nn::is_add(req[1])].prim);
+    }
     if (!p_.no_bias && req[2] != Req::kNull)
       bias_grad(og[0].data<float>(), ig[2].data<float>(), req[2]);
   }
@@ -186,6 +196,7 @@ class FCKernel final : public Kernel {
   int64_t m_ = 0, k_ = 0, o_ = 0;
   dnnl::memory::desc x_, w_, y_, bias_;
   Product fwd_[2], bwd_data_[2], bwd_weights_[2];
+  nn::PrimitiveArgs a_fwd_, a_bd_, a_bw_;  // shared by each product's two variants
   std::optional<nn::FcInference> infer_;
 };
 

@@ -7,6 +7,7 @@
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
+#include "ops/nn/dnnl_args.h"
 #include "ops/nn/nn_util.h"
 #include "ops/nn/pool_window.h"
 #include "runtime/cpu/dnnl_util.h"
@@ -114,6 +115,15 @@ class PoolKernel final : public Kernel {
     include_pad_ = p_.count_include_pad.value_or(true);
     layout_ = a.layout(LayoutSlot::kIn, 0);
     Layout out_layout = a.layout(LayoutSlot::kOut, 0);
+    // Maps of 1x1 (global pooling before a classifier) are the same bytes in every layout
+    // (the layout plan blocks only channel counts the block divides): no reorder.
+    // LOOM_POOL_1X1_NO_REORDER=0 reorders them anyway.
+    const Shape& os = a.out_shapes[0];
+    bool one_by_one = os.ndim() >= 3;
+    for (int i = 2; i < os.ndim(); ++i) one_by_one = one_by_one && os[i] == 1;
+    if (one_by_one && os[1] % layout_block(out_layout) == 0 && os[1] % layout_block(layout_) == 0 &&
+        !env_off("LOOM_POOL_1X1_NO_REORDER"))
+      out_layout = layout_;
     if (out_layout != layout_) {
       auto dims = dnnl_util::to_dims(a.out_shapes[0]);
       out_bridge_.emplace(dnnl_util::layout_md(dims, out_layout),
@@ -132,10 +142,9 @@ class PoolKernel final : public Kernel {
     float* y = out_bridge_ ? static_cast<float*>(out_scratch(ctx.workspace)) : y_out;
     const bool add = out_bridge_ ? false : add_out;
     if (dnnl_fwd_ && !add) {
-      const auto& eng = dnnl_util::engine();
-      dnnl_util::execute(*dnnl_fwd_,
-                         {{DNNL_ARG_SRC, dnnl::memory(src_md_, eng, const_cast<float*>(x))},
-                          {DNNL_ARG_DST, dnnl::memory(dst_md_, eng, y)}});
+      args_.set(DNNL_ARG_SRC, x);
+      args_.set(DNNL_ARG_DST, y);
+      args_.execute(*dnnl_fwd_);
     } else {
       switch (layout_block(layout_)) {
         case 16:
@@ -274,6 +283,8 @@ class PoolKernel final : public Kernel {
           {dnnl::prop_kind::forward_inference, algo, src_md_, dst_md_, strides, kernel, pl, pr},
           dnnl_util::engine());
       dnnl_fwd_.emplace(pd);
+      args_.add(DNNL_ARG_SRC, src_md_);
+      args_.add(DNNL_ARG_DST, dst_md_);
       dnnl_util::record_impl("Pooling " + a.in_shapes[0].str() + " " + p_.pool_type +
                              " fwd=" + pd.impl_info_str());
     } catch (const dnnl::error&) {
@@ -289,6 +300,7 @@ class PoolKernel final : public Kernel {
   std::optional<dnnl_util::LayoutBridge> out_bridge_;  // output's layout <-> layout_
   dnnl::memory::desc src_md_, dst_md_;
   std::optional<dnnl::primitive> dnnl_fwd_;
+  nn::PrimitiveArgs args_;
 };
 
 // float32 only: oneDNN/naive float kernels; MXNet's CPU tests of Pooling use float32.

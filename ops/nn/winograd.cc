@@ -212,6 +212,14 @@ WinogradConv::WinogradConv(const WinogradShape& s, int64_t chunk_tiles) : s_(s),
   sp_md_ = pd.scratchpad_desc();
   u_bridge_ = dnnl_util::LayoutBridge(u_plain_md_, u_md_, /*to_only=*/true);
   matmul_.emplace(pd);
+  // Chunks run their matmuls on several threads at once: one set of arguments each.
+  args_.resize(chunk_ ? static_cast<size_t>(threads_) : 1);
+  for (auto& a : args_) {
+    a.add(DNNL_ARG_SRC, v_md_);
+    a.add(DNNL_ARG_WEIGHTS, u_md_);
+    a.add(DNNL_ARG_DST, m_md_);
+    a.add(DNNL_ARG_SCRATCHPAD, sp_md_);
+  }
   impl_ = std::string("winograd_4x3") + (chunk_ ? "_chunked:" : ":") + pd.impl_info_str();
 }
 
@@ -252,7 +260,6 @@ void WinogradConv::transform_weights(const float* w, std::span<const float> scal
 void WinogradConv::forward(const float* src, const NDArray& weights, std::span<const float> scale,
                            const float* bias, float* dst, bool sum, const FusedActivation& act,
                            void* workspace) {
-  const auto& eng = dnnl_util::engine();
   char* ws = static_cast<char*>(workspace);
   float* v = reinterpret_cast<float*>(ws);
   float* m = reinterpret_cast<float*>(ws + align64(v_md_.get_size()));
@@ -285,12 +292,12 @@ void WinogradConv::forward(const float* src, const NDArray& weights, std::span<c
   const bool relu = act.kind == FusedActivation::kRelu || act.kind == FusedActivation::kLeaky;
   const float alpha = act.kind == FusedActivation::kLeaky ? act.alpha : 0.f;
   auto matmul = [&](float* v, float* m, void* sp) {
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, dnnl::memory(v_md_, eng, v)},
-        {DNNL_ARG_WEIGHTS, dnnl::memory(u_md_, eng, cache_.buffer.raw())},
-        {DNNL_ARG_DST, dnnl::memory(m_md_, eng, m)}};
-    if (sp_md_.get_size()) args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(sp_md_, eng, sp);
-    dnnl_util::execute(*matmul_, args);
+    auto& a = args_[chunk_ ? static_cast<size_t>(omp_get_thread_num()) : 0];
+    a.set(DNNL_ARG_SRC, v);
+    a.set(DNNL_ARG_WEIGHTS, cache_.buffer.raw());
+    a.set(DNNL_ARG_DST, m);
+    if (sp_md_.get_size()) a.set(DNNL_ARG_SCRATCHPAD, sp);
+    a.execute(*matmul_);
   };
   const size_t m_off = align64(v_md_.get_size()), sp_off = m_off + align64(m_md_.get_size());
   if (chunk_) {

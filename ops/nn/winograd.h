@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/nn/dnnl_args.h"
 #include "ops/op.h"
 #include "runtime/cpu/dnnl_util.h"
 
@@ -68,6 +69,7 @@ class WinogradConv {
   int threads_ = 1;    // OpenMP threads at construction (chunked: one scratch slice each)
   dnnl::memory::desc v_md_, u_md_, m_md_, u_plain_md_, sp_md_;
   std::optional<dnnl::primitive> matmul_;
+  std::vector<PrimitiveArgs> args_;  // the matmul's memory arguments, one set per thread
   dnnl_util::LayoutBridge u_bridge_;
   std::string impl_;
   struct Cache {

@@ -2,6 +2,8 @@
 // against a naive double-precision product, against the matmul path
 // (LOOM_FC_CACHED_WEIGHTS=0), after the weights change (the cache must see it), and in
 // training calls (never cached). Batch 1 (one thread) and 16, with and without bias.
+// Up to 4 rows run Loom's own matrix-vector loop, compared with the inner product
+// (LOOM_FC_GEMV=0) too, and weights that escaped take the matmul path (never cached).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,18 +68,30 @@ TEST_P(FcInference, MatchesReferenceAndMatmulPath) {
   setenv("LOOM_FC_CACHED_WEIGHTS", "0", 1);
   auto plain = Executor::bind(sym, ex->arg_dict(), {}, ex->aux_dict(), opt);
   unsetenv("LOOM_FC_CACHED_WEIGHTS");
+  setenv("LOOM_FC_GEMV", "0", 1);
+  auto inner = Executor::bind(sym, ex->arg_dict(), {}, ex->aux_dict(), opt);
+  unsetenv("LOOM_FC_GEMV");
 
   for (int call = 0; call < 2; ++call) {  // the second call reuses the cached weights
     ex->forward(false);
     plain->forward(false);
+    inner->forward(false);
     const auto want = reference(*ex, m, k, o, bias);
     expect_near(host(ex->outputs()[0]), want, "cached, call " + std::to_string(call));
     expect_near(host(plain->outputs()[0]), want, "matmul, call " + std::to_string(call));
+    expect_near(host(inner->outputs()[0]), want, "inner product, call " + std::to_string(call));
   }
   // New weights through NDArray's own write (a version bump): the cache must follow.
   set(ex->arg_dict().at("fc_weight"), 99);
   ex->forward(false);
   expect_near(host(ex->outputs()[0]), reference(*ex, m, k, o, bias), "after new weights");
+  inner->forward(false);
+  expect_near(host(inner->outputs()[0]), reference(*ex, m, k, o, bias), "inner, new weights");
+  // Weights changed through a pointer that escaped (no version bump): never cached.
+  float* w = ex->arg_dict().at("fc_weight").data<float>();
+  for (int i = 0; i < k; ++i) w[i] += 0.5f;
+  ex->forward(false);
+  expect_near(host(ex->outputs()[0]), reference(*ex, m, k, o, bias), "escaped weights");
   // Training calls run the matmul path.
   ex->forward(true);
   expect_near(host(ex->outputs()[0]), reference(*ex, m, k, o, bias), "training call");
@@ -87,7 +101,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FcInference,
                          ::testing::Values(std::make_tuple(1, 512, 128, true),
                                            std::make_tuple(1, 1024, 1000, true),
                                            std::make_tuple(16, 256, 100, false),
-                                           std::make_tuple(3, 40, 7, true)));
+                                           std::make_tuple(3, 40, 7, true),
+                                           std::make_tuple(4, 2048, 1000, false),
+                                           std::make_tuple(2, 33, 6, false),
+                                           std::make_tuple(5, 64, 9, true)));
 
 // The inference product is recorded with oneDNN's implementation (never its reference one).
 TEST(FcInferenceImpl, RecordsAJitKernel) {
@@ -95,10 +112,10 @@ TEST(FcInferenceImpl, RecordsAJitKernel) {
                         "fc_impl");
   BindOptions opt;
   opt.default_req = Req::kNull;
-  auto ex = Executor::simple_bind(sym, {{"data", Shape{2, 96}}}, opt);
+  auto ex = Executor::simple_bind(sym, {{"data", Shape{8, 96}}}, opt);
   bool found = false;
   for (const auto& line : dnnl_util::recorded_impls())
-    if (line.find("FullyConnected (2, 96)->64") == 0) {
+    if (line.find("FullyConnected (8, 96)->64") == 0) {
       found = true;
       EXPECT_NE(line.find("| infer "), std::string::npos) << line;
       EXPECT_EQ(line.find("| infer ref"), std::string::npos) << line;
