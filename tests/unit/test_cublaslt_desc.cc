@@ -63,81 +63,82 @@ Dims dims(cublasLtMatrixLayout_t l) {
           layout_attr<int64_t>(l, CUBLASLT_MATRIX_LAYOUT_LD)};
 }
 
-TEST(CublasLtDesc, FullyConnectedPlanHoldsTheColumnMajorMapping) {
-  if (!have_cublaslt()) GTEST_SKIP() << "libcublasLt not loadable here";
-  struct Shape {
-    int64_t n, k, h;
-  };
-  // Square, tall, wide, a vector (N = 1) and a single output (H = 1).
-  for (Shape s : {Shape{4, 4, 4}, Shape{128, 3, 10}, Shape{2, 1000, 7}, Shape{1, 5, 3},
-                  Shape{9, 6, 1}}) {
+void expect_dims(cublasLtMatrixLayout_t l, const Dims& want, const char* which) {
+  SCOPED_TRACE(which);
+  const Dims got = dims(l);
+  EXPECT_EQ(got.rows, want.rows);
+  EXPECT_EQ(got.cols, want.cols);
+  EXPECT_EQ(got.ld, want.ld);
+}
+
+struct FcShape {
+  int64_t n, k, h;
+};
+
+/// What a plan of one kind must hold for a shape: the transposes, the epilogue and the
+/// column-major layouts of A, B and D.
+struct PlanWant {
+  cublasOperation_t transa, transb;
+  cublasLtEpilogue_t epilogue;
+  Dims a, b, d;
+};
+
+// Builds a plan of `kind` for square, tall and wide shapes, a vector (N = 1) and a single
+// output (H = 1), and checks what both kinds share (FP32 compute without TF32, FP32 scale,
+// a float32 bias whose pointer is set per call by run(), not at plan time) and want(shape).
+template <class Want>
+void check_plans(lt::FcPlan::Kind kind, Want want) {
+  for (FcShape s : {FcShape{4, 4, 4}, FcShape{128, 3, 10}, FcShape{2, 1000, 7}, FcShape{1, 5, 3},
+                    FcShape{9, 6, 1}}) {
     SCOPED_TRACE("N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) +
                  " H=" + std::to_string(s.h));
-    lt::FcPlan plan(lt::FcPlan::kForward, s.n, s.k, s.h, "test");
+    const PlanWant w = want(s);
+    lt::FcPlan plan(kind, s.n, s.k, s.h, "test");
     cublasLtMatmulDesc_t d = plan.desc();
     EXPECT_EQ(desc_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE),
               int32_t{CUBLAS_COMPUTE_32F});  // not CUBLAS_COMPUTE_32F_FAST_TF32
     EXPECT_EQ(desc_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_SCALE_TYPE), int32_t{CUDA_R_32F});
-    EXPECT_EQ(desc_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSA), int32_t{CUBLAS_OP_T});
-    EXPECT_EQ(desc_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSB), int32_t{CUBLAS_OP_N});
+    EXPECT_EQ(desc_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSA), static_cast<int32_t>(w.transa));
+    EXPECT_EQ(desc_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSB), static_cast<int32_t>(w.transb));
     EXPECT_EQ(desc_attr<uint32_t>(d, CUBLASLT_MATMUL_DESC_EPILOGUE),
-              uint32_t{CUBLASLT_EPILOGUE_BIAS});
+              static_cast<uint32_t>(w.epilogue));
     EXPECT_EQ(desc_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), int32_t{CUDA_R_32F});
-    // The bias pointer is set per call (run()), not at plan time.
     EXPECT_EQ(desc_attr<const void*>(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER), nullptr);
-
-    // A = W: column-major (K, H) with ld K; op T makes it the (H, K) factor.
-    Dims a = dims(plan.a());
-    EXPECT_EQ(a.rows, uint64_t(s.k));
-    EXPECT_EQ(a.cols, uint64_t(s.h));
-    EXPECT_EQ(a.ld, s.k);
-    // B = x: column-major (K, N) with ld K, used as is.
-    Dims b = dims(plan.b());
-    EXPECT_EQ(b.rows, uint64_t(s.k));
-    EXPECT_EQ(b.cols, uint64_t(s.n));
-    EXPECT_EQ(b.ld, s.k);
-    // D = y: column-major (H, N) with ld H; the bias (length H) runs along its rows.
-    Dims y = dims(plan.d());
-    EXPECT_EQ(y.rows, uint64_t(s.h));
-    EXPECT_EQ(y.cols, uint64_t(s.n));
-    EXPECT_EQ(y.ld, s.h);
+    expect_dims(plan.a(), w.a, "A");
+    expect_dims(plan.b(), w.b, "B");
+    expect_dims(plan.d(), w.d, "D");
   }
+}
+
+TEST(CublasLtDesc, FullyConnectedPlanHoldsTheColumnMajorMapping) {
+  if (!have_cublaslt()) GTEST_SKIP() << "libcublasLt not loadable here";
+  check_plans(lt::FcPlan::kForward, [](const FcShape& s) {
+    const uint64_t n = uint64_t(s.n), k = uint64_t(s.k), h = uint64_t(s.h);
+    return PlanWant{CUBLAS_OP_T, CUBLAS_OP_N, CUBLASLT_EPILOGUE_BIAS,
+                    // A = W: column-major (K, H) with ld K; op T makes it the (H, K) factor.
+                    Dims{k, h, s.k},
+                    // B = x: column-major (K, N) with ld K, used as is.
+                    Dims{k, n, s.k},
+                    // D = y: column-major (H, N) with ld H; the bias (length H) runs along
+                    // its rows.
+                    Dims{h, n, s.h}};
+  });
 }
 
 TEST(CublasLtDesc, WeightGradPlanHoldsTheColumnMajorMapping) {
   if (!have_cublaslt()) GTEST_SKIP() << "libcublasLt not loadable here";
-  struct Shape {
-    int64_t n, k, h;
-  };
-  for (Shape s : {Shape{4, 4, 4}, Shape{128, 3, 10}, Shape{2, 1000, 7}, Shape{1, 5, 3},
-                  Shape{9, 6, 1}}) {
-    SCOPED_TRACE("N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) +
-                 " H=" + std::to_string(s.h));
-    lt::FcPlan plan(lt::FcPlan::kWeightGrad, s.n, s.k, s.h, "test");
-    cublasLtMatmulDesc_t d = plan.desc();
-    EXPECT_EQ(desc_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE),
-              int32_t{CUBLAS_COMPUTE_32F});
-    EXPECT_EQ(desc_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSA), int32_t{CUBLAS_OP_N});
-    EXPECT_EQ(desc_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_TRANSB), int32_t{CUBLAS_OP_T});
-    EXPECT_EQ(desc_attr<uint32_t>(d, CUBLASLT_MATMUL_DESC_EPILOGUE),
-              uint32_t{CUBLASLT_EPILOGUE_BGRADB});
-    EXPECT_EQ(desc_attr<int32_t>(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), int32_t{CUDA_R_32F});
-    // A = x: column-major (K, N) with ld K, used as is.
-    Dims a = dims(plan.a());
-    EXPECT_EQ(a.rows, uint64_t(s.k));
-    EXPECT_EQ(a.cols, uint64_t(s.n));
-    EXPECT_EQ(a.ld, s.k);
-    // B = dy: column-major (H, N) with ld H; op T makes it (N, H), reduced over N into db.
-    Dims b = dims(plan.b());
-    EXPECT_EQ(b.rows, uint64_t(s.h));
-    EXPECT_EQ(b.cols, uint64_t(s.n));
-    EXPECT_EQ(b.ld, s.h);
-    // D = dW: column-major (K, H) with ld K (row-major (H, K)); db has D's H columns.
-    Dims w = dims(plan.d());
-    EXPECT_EQ(w.rows, uint64_t(s.k));
-    EXPECT_EQ(w.cols, uint64_t(s.h));
-    EXPECT_EQ(w.ld, s.k);
-  }
+  check_plans(lt::FcPlan::kWeightGrad, [](const FcShape& s) {
+    const uint64_t n = uint64_t(s.n), k = uint64_t(s.k), h = uint64_t(s.h);
+    return PlanWant{CUBLAS_OP_N, CUBLAS_OP_T, CUBLASLT_EPILOGUE_BGRADB,
+                    // A = x: column-major (K, N) with ld K, used as is.
+                    Dims{k, n, s.k},
+                    // B = dy: column-major (H, N) with ld H; op T makes it (N, H), reduced
+                    // over N into db.
+                    Dims{h, n, s.h},
+                    // D = dW: column-major (K, H) with ld K (row-major (H, K)); db has D's H
+                    // columns.
+                    Dims{k, h, s.k}};
+  });
 }
 
 TEST(CublasLtDesc, ErrorsNameTheCallAndStatus) {
