@@ -5,6 +5,7 @@
 // to_tensor writes float32, normalize takes float32. Gradients are float32 only. The flips
 // gather through the workspace, since they may run in place.
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/float_tuple.h"
 #include "ops/image/image_math.h"
@@ -193,13 +194,46 @@ void AugGpuKernel::run(const OpContext& ctx, const T* x, T* y, Req req) {
   launch_gather(ctx, Identity{}, static_cast<const T*>(tmp), y, n_, req, "image flip");
 }
 
-// ------------------------------------------------------------------ to_tensor, normalize
-template <class T>
-__global__ void to_tensor_kernel(const T* x, float* y, int64_t n, int64_t hw, int64_t c, int add) {
+// ------------------------------------------------------------------ element maps
+/// y[o] (=|+=) at(o) for every output element o (to_tensor, resize).
+template <class Out, class At>
+__global__ void image_map_kernel(At at, Out* y, int64_t n, int add) {
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < n;
        o += int64_t(gridDim.x) * blockDim.x)
-    math::assign_req(y + o, add, static_cast<float>(x[image::to_tensor_src(o, hw, c)]) / 255.f);
+    store(y + o, add, static_cast<Out>(at(o)));
 }
+/// Runs image_map_kernel over `out` with At<T>{geom, x}, T the image's element type `t`
+/// (uint8 or float32) read from `in`; the output's type is float32 when OutFloat, else T.
+template <template <class> class At, bool OutFloat, class Geom>
+void launch_image_map(const OpContext& ctx, DType t, const Geom& geom, const NDArray& in, Req req,
+                      const NDArray& out, const char* what) {
+  const int64_t n = out.size();
+  if (req == Req::kNull || n == 0) return;
+  auto launch = [&](auto* x) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    using Out = std::conditional_t<OutFloat, float, T>;
+    image_map_kernel<<<cuda::grid_size(n), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
+        At<T>{geom, x}, out.data<Out>(), n, req == Req::kAdd);
+  };
+  if (t == DType::kUint8)
+    launch(in.data<uint8_t>());
+  else
+    launch(in.data<float>());
+  cuda::check_launch(what);
+}
+
+// ------------------------------------------------------------------ to_tensor, normalize
+struct ToTensorGeom {
+  int64_t hw, c;
+};
+template <class T>
+struct ToTensorAt {
+  ToTensorGeom g;
+  const T* x;
+  LOOM_HD float operator()(int64_t o) const {
+    return static_cast<float>(x[image::to_tensor_src(o, g.hw, g.c)]) / 255.f;
+  }
+};
 struct ToTensorGrad {
   const float* g;
   int64_t hw, c;
@@ -218,17 +252,8 @@ class ToTensorGpuKernel final : public Kernel {
   }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const int64_t n = out[0].size();
-    if (req[0] == Req::kNull || n == 0) return;
-    cudaStream_t s = cuda::stream_of(ctx);
-    const int add = req[0] == Req::kAdd;
-    if (t_ == DType::kUint8)
-      to_tensor_kernel<<<cuda::grid_size(n), cuda::kBlockSize, 0, s>>>(
-          in[0].data<uint8_t>(), out[0].data<float>(), n, hw_, c_, add);
-    else
-      to_tensor_kernel<<<cuda::grid_size(n), cuda::kBlockSize, 0, s>>>(
-          in[0].data<float>(), out[0].data<float>(), n, hw_, c_, add);
-    cuda::check_launch("image to_tensor");
+    launch_image_map<ToTensorAt, true>(ctx, t_, ToTensorGeom{hw_, c_}, in[0], req[0], out[0],
+                                       "image to_tensor");
   }
   void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray>,
                 std::span<const NDArray>, std::span<const Req> req,
@@ -282,9 +307,10 @@ struct ResizeGeom {
   bool nearest;
 };
 template <class T>
-__global__ void image_resize_kernel(ResizeGeom g, const T* x, T* y, int64_t n, int add) {
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < n;
-       o += int64_t(gridDim.x) * blockDim.x) {
+struct ResizeAt {
+  ResizeGeom g;
+  const T* x;
+  LOOM_HD T operator()(int64_t o) const {
     const int64_t c = o % g.C, q = o / g.C, j = q % g.w, r = q / g.w, i = r % g.h, b = r / g.h;
     int64_t y0, y1, x0, x1;
     float fy, fx;
@@ -294,9 +320,9 @@ __global__ void image_resize_kernel(ResizeGeom g, const T* x, T* y, int64_t n, i
       return static_cast<double>(x[((b * g.H + yy) * g.W + xx) * g.C + c]);
     };
     const double v = image::resize_value(at, fy, fx, y0, y1, x0, x1);
-    store(y + o, add, static_cast<T>(sizeof(T) == 1 ? image::resize_u8(v) : v));
+    return static_cast<T>(sizeof(T) == 1 ? image::resize_u8(v) : v);
   }
-}
+};
 
 class ImageResizeGpuKernel final : public Kernel {
  public:
@@ -308,17 +334,7 @@ class ImageResizeGpuKernel final : public Kernel {
   }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
-    const int64_t n = out[0].size();
-    if (req[0] == Req::kNull || n == 0) return;
-    cudaStream_t s = cuda::stream_of(ctx);
-    const int add = req[0] == Req::kAdd;
-    if (t_ == DType::kUint8)
-      image_resize_kernel<<<cuda::grid_size(n), cuda::kBlockSize, 0, s>>>(
-          g_, in[0].data<uint8_t>(), out[0].data<uint8_t>(), n, add);
-    else
-      image_resize_kernel<<<cuda::grid_size(n), cuda::kBlockSize, 0, s>>>(
-          g_, in[0].data<float>(), out[0].data<float>(), n, add);
-    cuda::check_launch("image resize");
+    launch_image_map<ResizeAt, false>(ctx, t_, g_, in[0], req[0], out[0], "image resize");
   }
 
  private:
