@@ -71,17 +71,14 @@ void infer_dps(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out
 class DPSKernel final : public Kernel {
  public:
   explicit DPSKernel(const KernelArgs& a)
-      : p_(a.attrs.param<DPSParam>()),
-        d_(a.in_shapes[0]),
-        o_(a.out_shapes[0]),
-        classes_(p_.no_trans ? 1 : a.in_shapes[2][1] / 2) {
+      : p_(a.attrs.param<DPSParam>()), m_(vision::dps_math(p_, a.in_shapes, a.out_shapes[0])) {
     vision::check_float(a, a.in_shapes.size());
   }
   void forward(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     const std::vector<float> x = vision::load(in[0]), rois = vision::load(in[1]);
     const std::vector<float> tr = p_.no_trans ? std::vector<float>() : vision::load(in[2]);
-    std::vector<float> y(static_cast<size_t>(o_.numel()), 0.f), cnt(y.size(), 0.f);
+    std::vector<float> y(static_cast<size_t>(m_.outputs()), 0.f), cnt(y.size(), 0.f);
     run(x, rois, tr, [&](size_t o, int64_t, float v, float, float, float, float, int64_t) {
       y[o] += v;
       cnt[o] += 1.f;
@@ -98,14 +95,13 @@ class DPSKernel final : public Kernel {
     const std::vector<float> x = vision::load(in[0]), rois = vision::load(in[1]);
     const std::vector<float> tr = p_.no_trans ? std::vector<float>() : vision::load(in[2]);
     const std::vector<float> g = vision::load(og[0]);
-    std::vector<float> cnt(static_cast<size_t>(o_.numel()), 0.f);
+    std::vector<float> cnt(static_cast<size_t>(m_.outputs()), 0.f);
     run(x, rois, tr,
         [&](size_t o, int64_t, float, float, float, float, float, int64_t) { cnt[o] += 1.f; });
     std::vector<float> dx(x.size(), 0.f), dtr(tr.size(), 0.f);
-    const vision::DPSMath m = math();
     run(x, rois, tr,
         [&](size_t o, int64_t base, float, float h, float w, float dvh, float dvw, int64_t ti) {
-          m.sample_grad(base, h, w, dvh, dvw, ti, g[o] / cnt[o], [&](int k, int64_t i, float v) {
+          m_.sample_grad(base, h, w, dvh, dvw, ti, g[o] / cnt[o], [&](int k, int64_t i, float v) {
             (k == 0 ? dx : dtr)[static_cast<size_t>(i)] += v;
           });
         });
@@ -114,31 +110,20 @@ class DPSKernel final : public Kernel {
   }
 
  private:
-  vision::DPSMath math() const {
-    return {d_[0],        d_[1],
-            d_[2],        d_[3],
-            o_[0],        o_[1],
-            o_[2],        p_.group_size,
-            p_.part_size, p_.sample_per_part,
-            classes_,     p_.spatial_scale,
-            p_.trans_std, p_.no_trans};
-  }
   // fn(output index, input plane offset, sample value, h, w, d value / d trans_y, d value /
   // d trans_x, index of the bin's trans_x) for every sample taken (ops/vision/roi_math.h's
   // DPSMath, which the GPU kernel runs too).
   template <class Fn>
   void run(const std::vector<float>& x, const std::vector<float>& rois,
            const std::vector<float>& tr, Fn fn) const {
-    const vision::DPSMath m = math();
-    for (int64_t o = 0; o < m.outputs(); ++o)
-      m.samples(o, x.data(), rois.data(), tr.data(),
-                [&](int64_t base, float v, float h, float w, float dvy, float dvx, int64_t ti) {
-                  fn(static_cast<size_t>(o), base, v, h, w, dvy, dvx, ti);
-                });
+    for (int64_t o = 0; o < m_.outputs(); ++o)
+      m_.samples(o, x.data(), rois.data(), tr.data(),
+                 [&](int64_t base, float v, float h, float w, float dvy, float dvx, int64_t ti) {
+                   fn(static_cast<size_t>(o), base, v, h, w, dvy, dvx, ti);
+                 });
   }
   DPSParam p_;
-  Shape d_, o_;
-  int64_t classes_;
+  vision::DPSMath m_;
 };
 
 LOOM_REGISTER_OP("_contrib_DeformablePSROIPooling")

@@ -174,15 +174,7 @@ class DPSGpuKernel final : public Kernel {
   explicit DPSGpuKernel(const KernelArgs& a) {
     cuda::require_float32(a);
     const auto& p = a.attrs.param<vision::DPSParam>();
-    const Shape &d = a.in_shapes[0], &o = a.out_shapes[0];
-    const int64_t classes = p.no_trans ? 1 : a.in_shapes[2][1] / 2;
-    m_ = {d[0],        d[1],
-          d[2],        d[3],
-          o[0],        o[1],
-          o[2],        p.group_size,
-          p.part_size, p.sample_per_part,
-          classes,     p.spatial_scale,
-          p.trans_std, p.no_trans};
+    m_ = vision::dps_math(p, a.in_shapes, a.out_shapes[0]);
   }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {

@@ -7,6 +7,7 @@
 
 #include <cfloat>
 #include <cstdint>
+#include <vector>
 
 #include "ops/elemwise_math.h"
 #include "runtime/base.h"
@@ -40,6 +41,13 @@ struct PSROIParam {
 LOOM_HD float fmax_hd(float a, float b) { return a < b ? b : a; }  // std::max, NaN included
 LOOM_HD int64_t clamp_hd(int64_t v, int64_t lo, int64_t hi) {
   return v < lo ? lo : v > hi ? hi : v;
+}
+
+/// Samples per bin along one axis of ROIAlign and RROIAlign: `ratio` when positive, else
+/// ceil(extent / bins) (the bin's size in pixels, rounded up).
+LOOM_HD int64_t roi_align_samples(int64_t ratio, float extent, int64_t bins) {
+  return ratio > 0 ? ratio
+                   : static_cast<int64_t>(math::fn::ceil(extent / static_cast<float>(bins)));
 }
 
 /// ROIAlign's bilinear sample at (y, x) of an H x W plane: fn(position, weight) for its four
@@ -86,12 +94,8 @@ struct ROIAlignMap {
     float rw = r[3] * scale - off - sw, rh = r[4] * scale - off - sh;
     if (!aligned) rw = fmax_hd(rw, 1.f), rh = fmax_hd(rh, 1.f);
     const float bh = rh / static_cast<float>(PH), bw = rw / static_cast<float>(PW);
-    const int64_t gh = sample_ratio > 0
-                           ? sample_ratio
-                           : static_cast<int64_t>(math::fn::ceil(rh / static_cast<float>(PH)));
-    const int64_t gw = sample_ratio > 0
-                           ? sample_ratio
-                           : static_cast<int64_t>(math::fn::ceil(rw / static_cast<float>(PW)));
+    const int64_t gh = roi_align_samples(sample_ratio, rh, PH);
+    const int64_t gw = roi_align_samples(sample_ratio, rw, PW);
     if (gh <= 0 || gw <= 0) return;
     const float count = static_cast<float>(gh * gw);
     const int64_t cu = position_sensitive ? (c * PH + ph) * PW + pw : c;
@@ -127,12 +131,8 @@ struct RROIAlignMap {
     const float theta = static_cast<float>(r[5] * 3.14159265358979323846 / 180.0);
     const float ct = math::fn::cos(theta), st = math::fn::sin(theta);
     const float bh = rh / static_cast<float>(PH), bw = rw / static_cast<float>(PW);
-    const int64_t gh = sampling_ratio > 0
-                           ? sampling_ratio
-                           : static_cast<int64_t>(math::fn::ceil(rh / static_cast<float>(PH)));
-    const int64_t gw = sampling_ratio > 0
-                           ? sampling_ratio
-                           : static_cast<int64_t>(math::fn::ceil(rw / static_cast<float>(PW)));
+    const int64_t gh = roi_align_samples(sampling_ratio, rh, PH);
+    const int64_t gw = roi_align_samples(sampling_ratio, rw, PW);
     if (gh <= 0 || gw <= 0) return;
     const float count = static_cast<float>(gh * gw);
     const int64_t plane = (b * C + c) * H * W;
@@ -280,6 +280,20 @@ struct DPSMath {
     }
   }
 };
+
+/// DPSMath of a node: inputs data (N, C, H, W), rois and (unless no_trans) trans
+/// (R, 2·classes, PS, PS); output (R, D, P, P).
+inline DPSMath dps_math(const DPSParam& p, const std::vector<Shape>& in, const Shape& out) {
+  const Shape& d = in[0];
+  const int64_t classes = p.no_trans ? 1 : in[2][1] / 2;
+  return {d[0],        d[1],
+          d[2],        d[3],
+          out[0],      out[1],
+          out[2],      p.group_size,
+          p.part_size, p.sample_per_part,
+          classes,     p.spatial_scale,
+          p.trans_std, p.no_trans};
+}
 
 /// ROIPooling: output (R, C, PH, PW), the maximum of each bin of the rounded ROI (0 for an
 /// empty bin or an invalid batch index) and the flat data index of that maximum (-1: none).
