@@ -560,14 +560,11 @@ Symbol make_step(const Symbol& loss, const OptimizerSpec& opt, const StepOptions
       for (auto& v : in1) v.push_back(t_real);
       auto g = emit("lamb_update_phase1", in1, a1, &wds, &last, false, names("_lamb_phase1"),
                     "step_lamb_phase1" + gs);
-      // The norms are not switched by `last`: they are pure functions read only by phase 2
-      // (which is), so on the other micro-steps they compute values nobody reads. A switch
-      // would put these generic math kernels, which cannot read a predicate on the device, on
-      // the host path and keep a GPU step from being recorded as a CUDA Graph.
+      // MXNet's r1 = weight.norm(), r2 = g.norm(): one L2 `norm` node each (one pass), switched
+      // by `last` like the phases around it. Its GPU kernel reads the predicate on the device,
+      // so the step stays recordable as a CUDA Graph.
       auto norm = [&](const Symbol& x, const std::string& n) {
-        auto sq = Symbol::Op("square", {x}, {}, n + "_sq");
-        auto s = Symbol::Op("sum", {sq}, {}, n + "_sum");
-        return Symbol::Op("sqrt", {s}, {}, n);
+        return switched("norm", {x}, {}, last, n, false);
       };
       std::vector<std::vector<Symbol>> in2;
       for (size_t j = 0; j < idx.size(); ++j) {

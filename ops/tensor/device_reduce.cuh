@@ -4,7 +4,8 @@
 // kernels' own index plan) with its tables copied to the device at bind, one block per output
 // element combining through the functors of reduce_math.h after an element map and before a
 // finalisation of reduce_extra_math.h; and the gradient pass over the CPU's broadcast plan
-// with a gradient functor (G::grad(g, x, y)).
+// with a gradient functor (G::grad(g, x, y)). Both kernels take a device predicate
+// (runtime/cuda/predicate.cuh; null: always run).
 #pragma once
 
 #include <algorithm>
@@ -13,16 +14,19 @@
 #include "ops/tensor/reduce_extra_math.h"
 #include "ops/tensor/reduce_math.h"
 #include "runtime/cuda/elementwise.cuh"
+#include "runtime/cuda/predicate.cuh"
 
 namespace loom::cuda {
 
 // One block per output element (grid-stride over outputs): the block's threads combine
 // strided mapped elements, then a shared-memory tree combines the threads' partial results;
-// y[o] (=|+=) scale * F(result).
+// y[o] (=|+=) scale * F(result). Nothing while `pred` points to 0 (predicate.cuh).
 template <class R, class M, class F>
 __global__ void reduce_kernel(const float* x, const int64_t* base, int64_t n_out,
                               const int64_t* off, int64_t n_off, int64_t inner_n,
-                              int64_t inner_stride, float* y, float scale, int add) {
+                              int64_t inner_stride, float* y, float scale, int add,
+                              const float* pred) {
+  if (skip(pred)) return;
   __shared__ float part[kBlockSize];
   const int64_t total = n_off * inner_n;
   for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) {
@@ -53,14 +57,16 @@ class DevReduce {
         inner_n_(p.inner_n),
         inner_stride_(p.inner_stride) {}
 
-  /// y[o] (=|+=) scale * F(R-combination of M(x) over the elements reduced onto o).
+  /// y[o] (=|+=) scale * F(R-combination of M(x) over the elements reduced onto o); a
+  /// predicated node's `pred` (OpContext::pred) skips the launch's work on the device.
   template <class R, class M = math::NoMap, class F = math::NoFin>
-  void run(cudaStream_t s, const float* x, float* y, float scale, bool add) const {
+  void run(cudaStream_t s, const float* x, float* y, float scale, bool add,
+           const float* pred = nullptr) const {
     if (n_out_ == 0) return;
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(n_out_, 65535));
     reduce_kernel<R, M, F><<<grid, kBlockSize, 0, s>>>(x, base_.data<int64_t>(), n_out_,
                                                        off_.data<int64_t>(), n_off_, inner_n_,
-                                                       inner_stride_, y, scale, add);
+                                                       inner_stride_, y, scale, add, pred);
     check_launch("reduce_kernel");
   }
 
@@ -92,7 +98,9 @@ struct DataGrad : G {
 // (`p`: the plan of the kept-dims shape broadcast to the input, operand a = the output).
 template <class G>
 __global__ void reduce_backward_kernel(DevBcast p, const float* g, const float* x, const float* y,
-                                       float* dx, int64_t n, float scale, int add) {
+                                       float* dx, int64_t n, float scale, int add,
+                                       const float* pred = nullptr) {
+  if (skip(pred)) return;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t o, unused;

@@ -32,22 +32,25 @@ void memset_async(const NDArray& a, cudaStream_t s) {
 
 // ---- nansum, nanprod, _square_sum, norm: map, combine, finalise over the reduce plan ----
 
-/// y = F(R-combination of M(x)) over the axes the op reduces; dx = G::grad(g, x, y).
+/// y = F(R-combination of M(x)) over the axes the op reduces; dx = G::grad(g, x, y). Reads a
+/// predicated node's predicate on the device (LAMB's per-tensor norms in a step graph).
 template <class R, class M, class F, class G>
 class MapReduceGpuKernel final : public Kernel {
  public:
-  MapReduceGpuKernel(const KernelArgs& a, const Shape& keep) {
+  MapReduceGpuKernel(const KernelArgs& a, const Shape& keep)
+      : red_(tensor::make_reduce_plan(a.in_shapes[0], keep)), device_(a.device) {
     cuda::require_float32(a);
     const Shape& in = a.in_shapes[0];
-    plan_ = DevReduce(tensor::make_reduce_plan(in, keep), a.device);
     back_ = cuda::device_plan(tensor::make_bcast_plan(keep, in, in), a);
     n_in_ = in.numel();
   }
+  bool device_predicate() const override { return true; }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    plan_.run<R, M, F>(cuda::stream_of(ctx), in[0].data<float>(), out[0].data<float>(), 1.f,
-                       req[0] == Req::kAdd);
+    plan().template run<R, M, F>(cuda::stream_of(ctx), in[0].data<float>(),
+                                 out[0].data<float>(), 1.f, req[0] == Req::kAdd,
+                                 cuda::pred_of(ctx));
   }
   // The output is read only by the gradients that use it (nanprod, norm); otherwise g
   // stands in for it (same shape, never read).
@@ -59,12 +62,27 @@ class MapReduceGpuKernel final : public Kernel {
     const float* y = out.empty() || out[0].is_none() ? g : out[0].data<float>();
     cuda::reduce_backward_kernel<DataGrad<G>>
         <<<cuda::grid_size(n_in_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
-            back_, g, in[0].data<float>(), y, ig[0].data<float>(), n_in_, 1.f, req[0] == Req::kAdd);
+            back_, g, in[0].data<float>(), y, ig[0].data<float>(), n_in_, 1.f,
+            req[0] == Req::kAdd, cuda::pred_of(ctx));
     cuda::check_launch("reduce_backward_kernel");
   }
 
  private:
+  // The plan's tables reach the device on the first call, which runs eagerly before any CUDA
+  // Graph recording, so constructing the kernel needs no device (the capture checks build
+  // a step's kernels on a machine without one).
+  const DevReduce& plan() {
+    if (!uploaded_) {
+      plan_ = DevReduce(red_, device_);
+      uploaded_ = true;
+    }
+    return plan_;
+  }
+
+  tensor::ReducePlan red_;
+  Device device_;
   DevReduce plan_;
+  bool uploaded_ = false;
   cuda::DevBcast back_;
   int64_t n_in_ = 0;
 };

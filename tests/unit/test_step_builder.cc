@@ -1,9 +1,11 @@
 // make_step (graph/step_builder.h): k micro-batches of b equal one optimizer step on k*b for
 // sgd, momentum, adam, adamw (with an LR schedule); state and EMA move only on real steps;
 // Adam's bias correction and LR schedules count real steps; EMA equals its closed form;
-// JSON round trip; bit-for-bit checkpoint resume; evaluation with EMA weights.
+// LAMB against its closed form, its norms only on the last micro-step; JSON round trip;
+// bit-for-bit checkpoint resume; evaluation with EMA weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -259,6 +261,110 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.opt + (info.param.momentum != 0 ? "_mom" : "") +
              (info.param.sched.empty() ? "" : "_factor");
     });
+
+// LAMB's per-tensor norm is one `norm` node (L2 in one pass); on the CPU it gives
+// square -> sum -> sqrt's value to float rounding, both within rounding of the norm in double.
+TEST(StepBuilder, LambNormEqualsSquareSumSqrt) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (const Shape& s : {Shape{1}, Shape{7, 13}, Shape{3, 4, 50}}) {
+    NDArray x(s);
+    double ref = 0;
+    for (int64_t i = 0; i < x.size(); ++i) {
+      const float v = nd(rng) * (i % 7 == 0 ? 100.f : 1.f);  // mixed magnitudes
+      x.data<float>()[i] = v;
+      ref += static_cast<double>(v) * v;
+    }
+    ref = std::sqrt(ref);
+    const double norm = ImperativeOp("norm", {}, {s}).forward({x})[0].at(0);
+    NDArray sq = ImperativeOp("square", {}, {s}).forward({x})[0];
+    NDArray sum = ImperativeOp("sum", {}, {s}).forward({sq})[0];
+    const double chain = ImperativeOp("sqrt", {}, {sum.shape()}).forward({sum})[0].at(0);
+    EXPECT_NEAR(norm, ref, 6e-8 * ref) << s.str();
+    EXPECT_NEAR(chain, ref, 1e-6 * ref) << s.str();  // float sums: rounding per addition
+    EXPECT_NEAR(norm, chain, 1e-6 * ref) << s.str();
+  }
+}
+
+// LAMB (MXNet 1.9.1's optimizer.LAMB: lamb_update_phase1, r1 = weight.norm(), r2 = g.norm(),
+// lamb_update_phase2) over k micro-batches equals the closed form in double on the whole batch,
+// bucketed or not; the norm nodes, switched by the last-micro-step predicate, run only on the
+// last micro-step (the step timer reports every node that ran).
+TEST(StepBuilder, LambMicroStepsEqualReferenceAndSkipNorms) {
+  const int k = 3, b = 4, steps = 3;
+  const double lr = 0.05, wd = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-6;
+  Data data = make_data(k * b * steps, 11);
+  for (bool bucket : {true, false}) {
+    OptimizerSpec opt{.name = "lamb", .learning_rate = lr, .wd = wd, .rescale_grad = 1.0 / b};
+    StepOptions so{.accumulate = k, .bucket = bucket};
+    auto micro = bind_step(make_step(mlp(), opt, so), b);
+    init_params(*micro);
+    const BindOptions bo{Device::cpu(), Req::kWrite,
+                         {{"data", Req::kNull}, {"softmax_label", Req::kNull}}};
+    auto big = Executor::simple_bind(mlp(), {{"data", Shape{k * b, 5}}}, bo);
+    init_params(*big);
+    std::vector<std::string> ran;  // names of the nodes that ran in one call
+    micro->set_step_timer([&](const std::string& name, const std::string&, double) {
+      for (size_t a = 0, e; a <= name.size(); a = e + 1) {
+        e = std::min(name.find('+', a), name.size());
+        ran.push_back(name.substr(a, e - a));
+      }
+    });
+    auto count_ran = [&](const std::string& part) {
+      return std::count_if(ran.begin(), ran.end(),
+                           [&](const std::string& n) { return n.find(part) != std::string::npos; });
+    };
+    std::map<std::string, std::vector<double>> w, m, v;  // the reference, in double
+    for (const auto& p : kParams) {
+      for (float x : values(big->arg_dict().at(p))) w[p].push_back(x);
+      m[p].assign(w[p].size(), 0.0);
+      v[p].assign(w[p].size(), 0.0);
+    }
+    for (int s = 0; s < steps; ++s) {
+      for (int mi = 0; mi < k; ++mi) {
+        ran.clear();
+        micro->forward(true, batch(data, (s * k + mi) * b, (s * k + mi + 1) * b));
+        const long want = mi == k - 1 ? static_cast<long>(2 * kParams.size()) : 0;
+        EXPECT_EQ(count_ran("_lamb_r"), want) << "norm nodes run on micro-step " << mi;
+        EXPECT_EQ(count_ran("_lamb_r1"), want / 2) << "micro-step " << mi;
+        EXPECT_GT(count_ran("step_micro"), 0) << "the timer sees the counter";
+      }
+      for (const auto& p : kParams) {  // the whole batch's gradient at the reference weights
+        NDArray a = big->arg_dict().at(p);
+        for (int64_t i = 0; i < a.size(); ++i) a.data<float>()[i] = static_cast<float>(w[p][i]);
+      }
+      big->forward(true, batch(data, s * k * b, (s + 1) * k * b));
+      big->backward();
+      const double t = s + 1;
+      for (const auto& p : kParams) {
+        const std::vector<float> g = values(big->grad_dict().at(p));
+        const double pwd = p.ends_with("_weight") ? wd : 0.0;
+        std::vector<double> d(g.size());
+        double r1 = 0, r2 = 0;
+        for (size_t i = 0; i < g.size(); ++i) {
+          const double gi = g[i] / double(k * b);
+          m[p][i] = b1 * m[p][i] + (1 - b1) * gi;
+          v[p][i] = b2 * v[p][i] + (1 - b2) * gi * gi;
+          const double mh = m[p][i] / (1 - std::pow(b1, t)), vh = v[p][i] / (1 - std::pow(b2, t));
+          d[i] = mh / (std::sqrt(vh) + eps) + pwd * w[p][i];
+          r1 += w[p][i] * w[p][i];
+          r2 += d[i] * d[i];
+        }
+        r1 = std::sqrt(r1);
+        r2 = std::sqrt(r2);
+        const double ratio = r1 == 0 || r2 == 0 ? 1.0 : r1 / r2;
+        for (size_t i = 0; i < g.size(); ++i) w[p][i] -= lr * ratio * d[i];
+      }
+      for (const auto& p : kParams) {
+        const std::vector<float> got = values(micro->arg_dict().at(p));
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], w[p][i], 2e-5)
+              << p << "[" << i << "] bucket=" << bucket << " after real step " << s;
+      }
+    }
+    EXPECT_EQ(micro->aux_dict().at("step_real").at(0), steps);
+  }
+}
 
 /// EMA after each real step against e_t = d_t e_{t-1} + (1 - d_t) w_t in double.
 void check_ema(const std::string& schedule, const std::string& init, bool bn) {
