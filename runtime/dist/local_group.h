@@ -45,6 +45,18 @@ class LocalGroup {
   /// rank is rethrown after every rank has returned.
   virtual void run(const std::function<RankRequests(int rank, Communicator& comm)>& issue) = 0;
 
+  /// As run(), for buffers that work queued on each rank's device stream (the executors'
+  /// stream, DeviceBackend::stream) writes before the call and reads after it: where the back
+  /// end allows, the collectives wait for that work on the device and the stream's later work
+  /// waits for them, so the host waits for neither. "nccl" links the streams by events and
+  /// returns once the collectives are queued (an asynchronous NCCL error of a call is raised
+  /// by the next one); the default, and "threads" (host buffers, written by the time the
+  /// call is made), is run().
+  virtual void run_stream_ordered(
+      const std::function<RankRequests(int rank, Communicator& comm)>& issue) {
+    run(issue);
+  }
+
  protected:
   explicit LocalGroup(std::vector<int> devices) : devices_(std::move(devices)) {}
   std::vector<int> devices_;

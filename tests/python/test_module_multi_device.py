@@ -104,6 +104,46 @@ def test_gradients_are_summed_over_devices(mx):
                                        rtol=1e-5, atol=1e-6)
 
 
+def test_gradients_are_one_flat_buffer_per_dtype(mx):
+    """Each device's gradients are views of one flat buffer per dtype, so update sums them with
+    one collective (float32 only here), not one per parameter; a subset of the names is summed
+    array by array and leaves the other gradients as they were."""
+    x, y, params = _data()
+    m = _module(mx, [mx.cpu(0), mx.cpu(1), mx.cpu(2)], per_device=True)
+    m.init_params(arg_params={k: mx.nd.array(v) for k, v in params.items()})
+    m.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.0})
+    g = m._exec_group
+    assert len(g._grad_buckets) == 1
+    members, flats = g._grad_buckets[0]
+    assert sorted(members) == sorted(params) and len(flats) == 3
+    for k, flat in enumerate(flats):  # the gradients are views of the buffer
+        flat[:] = k + 1.0
+        for n in members:
+            np.testing.assert_array_equal(g._dev_grads[k][n].asnumpy(),
+                                          np.full(params[n].shape, k + 1.0, np.float32))
+    m.forward_backward(mx.io.DataBatch([mx.nd.array(x)], [mx.nd.array(y)]))
+    before = [{n: a.asnumpy() for n, a in d.items()} for d in g._dev_grads]
+    comm = g.comm_group()
+    count = comm.stats(0)["allreduce"]
+    m.update()
+    assert comm.stats(0)["allreduce"] == count + 1
+    for k in range(3):
+        for n, arr in g._dev_grads[k].items():
+            np.testing.assert_array_equal(arr.asnumpy(), before[0][n] + before[1][n] + before[2][n])
+    rs = np.random.RandomState(3)
+    vals = [{n: rs.randn(*params[n].shape).astype(np.float32) for n in params} for _ in range(3)]
+    for k in range(3):
+        for n in params:
+            g._dev_grads[k][n][:] = vals[k][n]
+    g.reduce_grads(["fc1_weight", "fc2_bias"])
+    assert comm.stats(0)["allreduce"] == count + 3
+    for k in range(3):
+        for n in params:
+            want = vals[0][n] + vals[1][n] + vals[2][n] if n in ("fc1_weight", "fc2_bias") \
+                else vals[k][n]
+            np.testing.assert_array_equal(g._dev_grads[k][n].asnumpy(), want, err_msg=n)
+
+
 def test_predict_and_score_merge_in_order(mx):
     x, y, params = _data(n=20)
     it = lambda: mx.io.NDArrayIter(x, y, batch_size=10)  # noqa: E731

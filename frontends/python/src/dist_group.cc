@@ -1,6 +1,7 @@
 // loom.dist's in-process groups (runtime/dist/local_group.h): one communicator per device of
 // one process, for a Module with several contexts. The group reduces NDArrays in place, one
-// collective per array, all ranks driven by one call (GIL released).
+// collective per array (Module passes one flat gradient buffer per dtype), all ranks driven by
+// one call (GIL released).
 #include <mutex>
 
 #include "common.h"
@@ -72,11 +73,9 @@ void init_dist_group(py::module_& m) {
           [](dist::LocalGroup& g, const std::vector<std::vector<NDArray>>& per_rank, double scale) {
             check_arrays(g, per_rank);
             py::gil_scoped_release nogil;
-            // device work that wrote the arrays (backward on each GPU's stream) finishes
-            // first; the group's streams are not ordered with the executors' streams
-            if (std::string(g.backend()) == "nccl")
-              for (int d : g.devices()) device_backend(DeviceType::kGPU).synchronize(d);
-            g.run([&](int r, dist::Communicator& c) {
+            // after the work that wrote the arrays (backward on each device's stream) and
+            // before what reads them next, ordered on the device where the back end can
+            g.run_stream_ordered([&](int r, dist::Communicator& c) {
               dist::RankRequests reqs;
               for (const NDArray& a : per_rank[static_cast<size_t>(r)])
                 reqs.push_back(c.iallreduce(a.raw(), a.raw(), static_cast<size_t>(a.size()),

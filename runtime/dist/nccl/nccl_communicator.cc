@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/device.h"
 #include "runtime/dist/communicator.h"
 #include "runtime/dist/local_group.h"
 #include "runtime/dtype_traits.h"
@@ -309,6 +310,8 @@ class DeviceScope {
 
 class NcclGroup : public LocalGroup {
  public:
+  using Issue = std::function<RankRequests(int, Communicator&)>;
+
   explicit NcclGroup(const std::vector<int>& devices) : LocalGroup(devices) {
     int visible = 0;
     check_cuda(cudaGetDeviceCount(&visible), "cudaGetDeviceCount");
@@ -336,35 +339,76 @@ class NcclGroup : public LocalGroup {
   // Collectives issued inside a group reach the streams only at ncclGroupEnd, so the events
   // the communicators recorded at issue time say nothing: completion is an event recorded on
   // every rank's stream after the group ends.
-  void run(const std::function<RankRequests(int, Communicator&)>& issue) override {
-    std::vector<RankRequests> issued(static_cast<size_t>(size()));
-    {
-      DeviceScope keep(devices_[0]);
-      check_nccl(nccl().group_start(), "ncclGroupStart");
-      try {
-        for (int r = 0; r < size(); ++r) {
-          DeviceScope::set(devices_[static_cast<size_t>(r)]);
-          issued[static_cast<size_t>(r)] = issue(r, comm(r));
-        }
-      } catch (...) {
-        nccl().group_end();
-        throw;
-      }
-      check_nccl(nccl().group_end(), "ncclGroupEnd");
-    }
+  void run(const Issue& issue) override {
+    issue_group(issue);
     std::vector<std::unique_ptr<Request>> done;
     for (int r = 0; r < size(); ++r) {
       DeviceScope on(devices_[static_cast<size_t>(r)]);
       auto& c = static_cast<NcclCommunicator&>(comm(r));
-      const std::string what = "group collectives on rank " + std::to_string(r) + " of " +
-                               std::to_string(size()) + " (nccl, gpu(" +
-                               std::to_string(devices_[static_cast<size_t>(r)]) + "))";
+      const std::string what = rank_what(r);
       cudaEvent_t ev;
       check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), what);
       check_cuda(cudaEventRecord(ev, static_cast<cudaStream_t>(c.device_stream())), what);
       done.push_back(std::make_unique<NcclRequest>(what, c.timeout_s(), ev, c.nccl_comm()));
     }
     for (auto& d : done) d->wait();
+  }
+
+  // Each rank's collective stream waits for its device stream's work so far, and that device
+  // stream's later work waits for the collectives: no host wait on either side. A failure an
+  // earlier call left behind (asynchronous NCCL error) is raised first.
+  void run_stream_ordered(const Issue& issue) override {
+    for (int r = 0; r < size(); ++r) {
+      ncclResult_t async = ncclSuccess;
+      auto& c = static_cast<NcclCommunicator&>(comm(r));
+      check_nccl(nccl().comm_get_async_error(c.nccl_comm(), &async), rank_what(r));
+      check_nccl(async, rank_what(r));
+    }
+    link_streams(true);
+    issue_group(issue);
+    link_streams(false);
+  }
+
+ private:
+  std::string rank_what(int r) const {
+    return "group collectives on rank " + std::to_string(r) + " of " + std::to_string(size()) +
+           " (nccl, gpu(" + std::to_string(devices_[static_cast<size_t>(r)]) + "))";
+  }
+
+  // Every rank's collectives issued from this thread inside one ncclGroupStart/End, with the
+  // rank's device current; the requests are dropped (their events say nothing, see run()).
+  void issue_group(const Issue& issue) {
+    DeviceScope keep(devices_[0]);
+    check_nccl(nccl().group_start(), "ncclGroupStart");
+    try {
+      for (int r = 0; r < size(); ++r) {
+        DeviceScope::set(devices_[static_cast<size_t>(r)]);
+        issue(r, comm(r));
+      }
+    } catch (...) {
+      nccl().group_end();
+      throw;
+    }
+    check_nccl(nccl().group_end(), "ncclGroupEnd");
+  }
+
+  // collectives_after_device: each rank's collective stream waits for the work queued so far
+  // on its device's stream; otherwise the device stream waits for the collectives.
+  void link_streams(bool collectives_after_device) {
+    for (int r = 0; r < size(); ++r) {
+      const int dev = devices_[static_cast<size_t>(r)];
+      DeviceScope on(dev);
+      auto* device = static_cast<cudaStream_t>(device_backend(DeviceType::kGPU).stream(dev));
+      auto* coll = static_cast<cudaStream_t>(comm(r).device_stream());
+      cudaStream_t from = collectives_after_device ? device : coll;
+      cudaStream_t to = collectives_after_device ? coll : device;
+      const std::string what = rank_what(r);
+      cudaEvent_t ev;
+      check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), what);
+      check_cuda(cudaEventRecord(ev, from), what);
+      check_cuda(cudaStreamWaitEvent(to, ev, 0), what);
+      check_cuda(cudaEventDestroy(ev), what);
+    }
   }
 };
 

@@ -81,15 +81,7 @@ class DataParallelExecutorGroup(object):
         self._total_exec_bytes = 0
         data_names = [_desc_name_shape(d)[0] for d in data_shapes]
         self.grad_req = self._grad_reqs(grad_req, data_names)
-        # name -> array; shared by reference with the group this one was created from
-        if shared_group is not None:
-            self._params = shared_group._params
-            self._grads = shared_group._grads
-            self._auxs = shared_group._auxs
-            self.shared_data_arrays = shared_group.shared_data_arrays
-        else:
-            self._params, self._grads, self._auxs = {}, {}, {}
-            self.shared_data_arrays = [{} for _ in self.contexts]
+        self._adopt_shared(shared_group)
         self.group2ctx = self._group2ctx(group2ctxs)
         self._arg_ctx = {}
         self._exec_cache = {}
@@ -97,6 +89,18 @@ class DataParallelExecutorGroup(object):
         self.bind_exec(data_shapes, label_shapes)
 
     # -- binding -------------------------------------------------------------------------
+    def _new_shared(self):
+        """The arrays a group owns (attribute -> empty container): name -> array for parameters,
+        gradients and aux states, and per-context data arrays."""
+        return {"_params": {}, "_grads": {}, "_auxs": {},
+                "shared_data_arrays": [{} for _ in self.contexts]}
+
+    def _adopt_shared(self, shared_group):
+        """Sets every attribute of _new_shared: shared_group's own containers (by reference, so
+        a reshape or a bucket switch trains the same arrays) or new empty ones."""
+        for attr, fresh in self._new_shared().items():
+            setattr(self, attr, fresh if shared_group is None else getattr(shared_group, attr))
+
     def _group2ctx(self, group2ctxs):
         """ctx_group name -> the context of its arrays (the first context's entry)."""
         if not group2ctxs:
@@ -178,7 +182,9 @@ class DataParallelExecutorGroup(object):
             return
         self.bind_exec(data_shapes, label_shapes, reshape=True)
 
-    def _bind_one(self, input_descs):
+    def _infer(self, input_descs):
+        """(input shapes by name, argument shapes, argument types, aux shapes, aux types) of the
+        symbol bound for `input_descs`; types the inputs leave open are float32."""
         shapes = {}
         dtypes = {}
         for d in input_descs:
@@ -199,6 +205,10 @@ class DataParallelExecutorGroup(object):
         arg_types, _, aux_types = self.symbol.infer_type_partial(**dtypes)
         arg_types = [t if t is not None else np.float32 for t in arg_types]
         aux_types = [t if t is not None else np.float32 for t in aux_types]
+        return shapes, arg_shapes, arg_types, aux_shapes, aux_types
+
+    def _bind_one(self, input_descs):
+        shapes, arg_shapes, arg_types, aux_shapes, aux_types = self._infer(input_descs)
         shared = self.shared_data_arrays[0]
         attrs = self.symbol.attr_dict() if self.group2ctx else {}
         args, grads = {}, {}
@@ -321,14 +331,16 @@ class DataParallelExecutorGroup(object):
             out.append(parts)
         return out
 
-    def _output_axes(self):
+    def _output_axes(self, without_n=0):
+        """Batch axis of each output: its __layout__'s N, 0 without a layout, `without_n` for a
+        layout without N."""
         axes = []
         for i in range(len(self.output_names)):
             try:
                 layout = self.symbol[i].attr("__layout__")
             except Exception:  # noqa: BLE001
                 layout = None
-            axes.append(layout.find("N") if layout and "N" in layout else 0)
+            axes.append(0 if not layout else layout.find("N") if "N" in layout else without_n)
         return axes
 
     def get_outputs(self, merge_multi_context=True, begin=0, end=None):

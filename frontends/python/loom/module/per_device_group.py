@@ -7,8 +7,9 @@ Every device keeps its own parameter, gradient and aux arrays (device 0's are th
 work_load_list; outputs, input gradients and states are merged along the batch axis as MXNet's
 merge_multi_context does. The module sums the devices' gradients with `reduce_grads` (an
 in-process communicator group, runtime/dist/local_group.h: "threads" for host arrays, "nccl"
-for GPUs) before every device runs its own update graph on the same sum, so parameters stay
-identical on every device."""
+for GPUs; the gradients are views of one flat buffer per dtype and device, so that is one
+collective per dtype) before every device runs its own update graph on the same sum, so
+parameters stay identical on every device."""
 import numpy as np
 
 from .. import ndarray as nd
@@ -16,7 +17,7 @@ from .. import _loom
 from ..base import BindError, ShapeError
 from .base_module import ModuleError
 from .executor_group import (DataParallelExecutorGroup, _copy_into, _desc_name_shape,
-                             _load, split_slices)
+                             _load, split_slices, zeros)
 
 
 def device_slices(batch_size, contexts, workload):
@@ -52,17 +53,6 @@ class PerDeviceExecutorGroup(DataParallelExecutorGroup):
     def __init__(self, symbol, contexts, workload, data_shapes, label_shapes, param_names,
                  for_training, inputs_need_grad, shared_group=None, logger=None,
                  fixed_param_names=None, grad_req="write", state_names=None, group2ctxs=None):
-        n = len(contexts)
-        if shared_group is not None:
-            self._dev_params = shared_group._dev_params
-            self._dev_grads = shared_group._dev_grads
-            self._dev_auxs = shared_group._dev_auxs
-            self._comm = shared_group._comm
-        else:
-            self._dev_params = [{} for _ in range(n)]
-            self._dev_grads = [{} for _ in range(n)]
-            self._dev_auxs = [{} for _ in range(n)]
-            self._comm = None
         super().__init__(symbol, contexts, workload, data_shapes, label_shapes, param_names,
                          for_training, inputs_need_grad, shared_group, logger,
                          fixed_param_names, grad_req, state_names, group2ctxs)
@@ -71,6 +61,15 @@ class PerDeviceExecutorGroup(DataParallelExecutorGroup):
                                                  self._dev_auxs[0])
 
     # -- binding -------------------------------------------------------------------------
+    def _new_shared(self):
+        """Also per device: parameter, gradient and aux arrays by name; the flat gradient
+        buffers (_grad_buckets); the communicator group."""
+        out = super()._new_shared()
+        out.update({k: [{} for _ in self.contexts]
+                    for k in ("_dev_params", "_dev_grads", "_dev_auxs")})
+        out.update({"_grad_buckets": [], "_comm": [None]})
+        return out
+
     def bind_exec(self, data_shapes, label_shapes, shared_group=None, reshape=False):
         self._set_io(data_shapes, label_shapes)
         self.slices = device_slices(self.batch_size, self.contexts, self.workload)
@@ -79,6 +78,7 @@ class PerDeviceExecutorGroup(DataParallelExecutorGroup):
         key = tuple((d[0], tuple(d[1])) for d in descs)
         execs = self._exec_cache.get(key)
         if execs is None:
+            self._make_flat_grads(descs)
             execs = [self._bind_device(k, descs, layouts) for k in range(len(self.contexts))]
             self._exec_cache[key] = execs
         if reshape and self.execs:
@@ -96,6 +96,35 @@ class PerDeviceExecutorGroup(DataParallelExecutorGroup):
         self.aux_arrays = [[e.aux_dict[n] for e in execs] for n in self.aux_names]
         self.input_grad_arrays = [[e.grad_dict.get(n) for e in execs] for n in self.data_names] \
             if self.inputs_need_grad else None
+
+    def _make_flat_grads(self, descs):
+        """The gradients of the parameters the module trains that have none yet, made on every
+        device as views of one flat buffer per dtype (each view 64-byte aligned, the gaps zero),
+        so that reduce_grads sums a dtype's gradients in one collective. Parameter shapes do
+        not depend on the batch, so the whole batch's descriptors serve every device."""
+        need = {n for n in self.arg_names if n in self.param_names and
+                n not in self._dev_grads[0] and self.grad_req.get(n, "null") != "null"}
+        if not self.for_training or not need:
+            return
+        _, arg_shapes, arg_types, _, _ = self._infer(descs)
+        by_dtype = {}
+        for n, s, t in zip(self.arg_names, arg_shapes, arg_types):
+            if n in need:
+                by_dtype.setdefault(np.dtype(t), []).append((n, tuple(s)))
+        for dt, items in by_dtype.items():
+            align = max(1, 64 // dt.itemsize)
+            spans, total = [], 0
+            for _, s in items:
+                size = int(np.prod(s, dtype=np.int64))
+                spans.append((total, total + size))
+                total += -(-size // align) * align
+            flats = []
+            for k, ctx in enumerate(self.contexts):
+                flat = zeros((max(total, 1),), ctx=ctx, dtype=dt)
+                for (n, s), (b, e) in zip(items, spans):
+                    self._dev_grads[k][n] = flat._slice(b, e)._reshape_view(s)
+                flats.append(flat)
+            self._grad_buckets.append(([n for n, _ in items], flats))
 
     def _bind_device(self, k, descs, layouts):
         """Device k's executor over its slice of the batch, on its own parameter arrays."""
@@ -121,11 +150,6 @@ class PerDeviceExecutorGroup(DataParallelExecutorGroup):
             self.shared_data_arrays = shared
             self._params, self._grads, self._auxs = (self._dev_params[0], self._dev_grads[0],
                                                      self._dev_auxs[0])
-
-    def install_monitor(self, mon):
-        self._monitor = mon
-        for exe in self.execs:
-            mon.install(exe)
 
     # -- parameters and gradients --------------------------------------------------------
     def set_params(self, arg_params, aux_params, allow_extra=False):
@@ -162,18 +186,32 @@ class PerDeviceExecutorGroup(DataParallelExecutorGroup):
         return out
 
     def comm_group(self):
-        """The in-process communicator group over the contexts (made on first use)."""
-        if self._comm is None:
+        """The in-process communicator group over the contexts (made on first use, shared with
+        the groups made from this one)."""
+        if self._comm[0] is None:
             gpu = self.contexts[0].device_type == "gpu"
-            self._comm = _loom.dist_local_group("nccl" if gpu else "threads",
-                                                [c.device_id for c in self.contexts])
-        return self._comm
+            self._comm[0] = _loom.dist_local_group("nccl" if gpu else "threads",
+                                                   [c.device_id for c in self.contexts])
+        return self._comm[0]
 
     def reduce_grads(self, names):
         """Sums the gradients of `names` over the devices, in place on every device (MXNet's
-        kvstore push/pull of 'local'/'device': every device then holds the sum)."""
-        per_dev = [[self._dev_grads[k][n] for n in names if self._dev_grads[k].get(n) is not None]
-                   for k in range(len(self.contexts))]
+        kvstore push/pull of 'local'/'device': every device then holds the sum): one collective
+        per flat buffer whose gradients are all asked for (one per dtype when `names` are the
+        trained parameters), one per array for the others. The sum is ordered after backward
+        and before the update on the device streams, without a host wait (nccl)."""
+        wanted = [n for n in names if self._dev_grads[0].get(n) is not None]
+        left = set(wanted)
+        per_dev = [[] for _ in self.contexts]
+        for members, flats in self._grad_buckets:
+            if left.issuperset(members):
+                left.difference_update(members)
+                for arrays, flat in zip(per_dev, flats):
+                    arrays.append(flat)
+        for n in wanted:
+            if n in left:
+                for arrays, grads in zip(per_dev, self._dev_grads):
+                    arrays.append(grads[n])
         if per_dev[0]:
             self.comm_group().allreduce(per_dev)
 
@@ -230,17 +268,10 @@ class PerDeviceExecutorGroup(DataParallelExecutorGroup):
         for exe, grads in zip(self.execs, per_dev):
             exe.backward(out_grads=grads)
 
-    def _output_axes(self):
-        """Batch axis of each output: its __layout__'s N, 0 without a layout, -1 for a layout
-        without N (MXNet's merge then takes device 0's value)."""
-        axes = []
-        for i in range(len(self.output_names)):
-            try:
-                layout = self.symbol[i].attr("__layout__")
-            except Exception:  # noqa: BLE001
-                layout = None
-            axes.append(0 if not layout else layout.find("N"))
-        return axes
+    def _output_axes(self, without_n=-1):
+        """As the base's, with -1 for a layout without N (MXNet's merge then takes device 0's
+        value)."""
+        return super()._output_axes(without_n)
 
     def _merge(self, per_dev_lists, axes):
         out = []
