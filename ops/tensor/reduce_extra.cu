@@ -48,9 +48,8 @@ class MapReduceGpuKernel final : public Kernel {
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull) return;
-    plan().template run<R, M, F>(cuda::stream_of(ctx), in[0].data<float>(),
-                                 out[0].data<float>(), 1.f, req[0] == Req::kAdd,
-                                 cuda::pred_of(ctx));
+    plan().template run<R, M, F>(cuda::stream_of(ctx), in[0].data<float>(), out[0].data<float>(),
+                                 1.f, req[0] == Req::kAdd, cuda::pred_of(ctx));
   }
   // The output is read only by the gradients that use it (nanprod, norm); otherwise g
   // stands in for it (same shape, never read).
@@ -62,8 +61,8 @@ class MapReduceGpuKernel final : public Kernel {
     const float* y = out.empty() || out[0].is_none() ? g : out[0].data<float>();
     cuda::reduce_backward_kernel<DataGrad<G>>
         <<<cuda::grid_size(n_in_), cuda::kBlockSize, 0, cuda::stream_of(ctx)>>>(
-            back_, g, in[0].data<float>(), y, ig[0].data<float>(), n_in_, 1.f,
-            req[0] == Req::kAdd, cuda::pred_of(ctx));
+            back_, g, in[0].data<float>(), y, ig[0].data<float>(), n_in_, 1.f, req[0] == Req::kAdd,
+            cuda::pred_of(ctx));
     cuda::check_launch("reduce_backward_kernel");
   }
 
