@@ -72,19 +72,27 @@ class FcInference {
   }
 
   bool ready() const { return gemv_ || prim_.has_value(); }
+  /// True when forward can accumulate (req=add): the matrix-vector loop.
+  bool accumulates() const { return gemv_; }
   const std::string& impl_info() const { return impl_; }
 
   /// Runs the product when the weights can be cached (CPU storage that never handed out a
-  /// mutable pointer); returns false otherwise (the caller runs its own path).
-  bool forward(const float* x, const NDArray& w, const float* b, float* y) {
-    if (!ready() || w.device().type != DeviceType::kCPU) return false;
+  /// mutable pointer) or, for the matrix-vector loop, on any CPU weights; returns false
+  /// otherwise (the caller runs its own path). `add` (req=add: y += the product) only where
+  /// `accumulates()`.
+  bool forward(const float* x, const NDArray& w, const float* b, float* y, bool add = false) {
+    if (!ready() || w.device().type != DeviceType::kCPU || (add && !gemv_)) return false;
     const auto& st = w.storage();
-    if (!st || st->escaped()) return false;
+    if (!st) return false;
     dnnl_util::ThreadCap cap(threads_);
-    if (gemv_) {
-      gemv(x, static_cast<const float*>(cached_weights(w)), b, y);
+    if (gemv_) {  // escaped weights are read in place, with the same arithmetic
+      if (st->escaped())
+        gemv<false>(x, w.cdata<float>(), b, y, add);
+      else
+        gemv<true>(x, static_cast<const float*>(cached_weights(w)), b, y, add);
       return true;
     }
+    if (st->escaped()) return false;
     args_.set(DNNL_ARG_WEIGHTS, w_.same() ? w.cdata<float>() : cached_weights(w));
     args_.set(DNNL_ARG_SRC, x);
     if (b) args_.set(DNNL_ARG_BIAS, b);
@@ -130,34 +138,41 @@ class FcInference {
         }
   }
 
-  // y = x · wᵀ + b on packed weights: per block of 16 outputs, 16-wide accumulators over k
-  // (four of them, for independent adds).
-  void gemv(const float* x, const float* pw, const float* b, float* y) const {
+  // y = x · wᵀ + b: per block of 16 outputs, 16-wide accumulators over k (four of them, for
+  // independent adds), on the packed weights or (kPacked false) gathered from the row-major
+  // array: the same operations in the same order, so both give the same bits.
+  template <bool kPacked>
+  void gemv(const float* x, const float* pw, const float* b, float* y, bool add) const {
     typedef float V __attribute__((vector_size(kGemvBlock * sizeof(float))));
     const int64_t m = m_, k = k_, o = o_, blocks = (o_ + kGemvBlock - 1) / kGemvBlock;
-    auto ld = [](const float* p) {
-      V v;
-      std::memcpy(&v, p, sizeof(v));
-      return v;
-    };
 #pragma omp parallel for schedule(static) if (threads_ != 1)
     for (int64_t jb = 0; jb < blocks; ++jb) {
-      const float* wb = pw + jb * k * kGemvBlock;
+      const int64_t rows = std::min(kGemvBlock, o - jb * kGemvBlock);
+      const float* wb = kPacked ? pw + jb * k * kGemvBlock : pw + jb * kGemvBlock * k;
+      auto ld = [&](int64_t q) {  // weights of input q for the block's 16 outputs
+        V v{};
+        if constexpr (kPacked)
+          std::memcpy(&v, wb + q * kGemvBlock, sizeof(v));
+        else
+          for (int64_t i = 0; i < rows; ++i) v[i] = wb[i * k + q];
+        return v;
+      };
       for (int64_t r = 0; r < m; ++r) {
         const float* xr = x + r * k;
         V a0{}, a1{}, a2{}, a3{};
         int64_t q = 0;
         for (; q + 4 <= k; q += 4) {
-          a0 += xr[q] * ld(wb + q * kGemvBlock);
-          a1 += xr[q + 1] * ld(wb + (q + 1) * kGemvBlock);
-          a2 += xr[q + 2] * ld(wb + (q + 2) * kGemvBlock);
-          a3 += xr[q + 3] * ld(wb + (q + 3) * kGemvBlock);
+          a0 += xr[q] * ld(q);
+          a1 += xr[q + 1] * ld(q + 1);
+          a2 += xr[q + 2] * ld(q + 2);
+          a3 += xr[q + 3] * ld(q + 3);
         }
-        for (; q < k; ++q) a0 += xr[q] * ld(wb + q * kGemvBlock);
+        for (; q < k; ++q) a0 += xr[q] * ld(q);
         const V acc = (a0 + a1) + (a2 + a3);
         for (int64_t i = 0; i < kGemvBlock && jb * kGemvBlock + i < o; ++i) {
           const int64_t j = jb * kGemvBlock + i;
-          y[r * o + j] = acc[i] + (b ? b[j] : 0.f);
+          const float v = acc[i] + (b ? b[j] : 0.f);
+          y[r * o + j] = add ? y[r * o + j] + v : v;
         }
       }
     }

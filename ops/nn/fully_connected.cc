@@ -122,9 +122,11 @@ class FCKernel final : public Kernel {
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {
     if (req[0] == Req::kNull || m_ == 0) return;
-    if (!ctx.is_train && !nn::is_add(req[0]) && infer_ &&
+    // (req=add only where the inference product accumulates the same values it writes)
+    const bool add = nn::is_add(req[0]);
+    if (!ctx.is_train && infer_ && (!add || infer_->accumulates()) &&
         infer_->forward(in[0].cdata<float>(), in[1],
-                        p_.no_bias ? nullptr : in[2].cdata<float>(), out[0].data<float>()))
+                        p_.no_bias ? nullptr : in[2].cdata<float>(), out[0].data<float>(), add))
       return;
     a_fwd_.set(DNNL_ARG_SRC, in[0].raw());
     a_fwd_.set(DNNL_ARG_WEIGHTS, in[1].raw());
