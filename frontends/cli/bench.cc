@@ -51,27 +51,33 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 // Random weights that keep activations of deep nets in range (timing must not run into
 // denormals or infinities): uniform with variance 1/fan_in for weights, 1 for BatchNorm
-// scales and variances, 0 for biases, shifts and means; inputs uniform in [-1, 1].
+// scales and variances, 0 for biases, shifts and means; inputs uniform in [-1, 1]. Written
+// through copy_from_host, a versioned write: a mutable pointer (data<float>()) would mark
+// the weights as escaped, and kernels then redo their weight reorders on every call and skip
+// their cached paths, so random-weight timings would be slower than with a params file.
 void fill_random(const std::string& name, NDArray& a, bool is_input, std::mt19937& rng) {
   if (a.dtype() != DType::kFloat32 || a.shape().numel() == 0) return;
-  float* p = a.data<float>();
   const int64_t n = a.shape().numel();
+  std::vector<float> v(static_cast<size_t>(n));
   float lo = -1.f, hi = 1.f;
+  bool constant = false;
   if (!is_input) {
     if (ends_with(name, "gamma") || ends_with(name, "var") || ends_with(name, "alpha")) {
-      std::fill(p, p + n, ends_with(name, "alpha") ? 0.25f : 1.f);
-      return;
+      std::fill(v.begin(), v.end(), ends_with(name, "alpha") ? 0.25f : 1.f);
+      constant = true;
+    } else if (a.shape().ndim() < 2) {
+      constant = true;  // zeros
+    } else {
+      double fan_in = static_cast<double>(n) / static_cast<double>(a.shape()[0]);
+      hi = static_cast<float>(std::sqrt(3.0 / fan_in));
+      lo = -hi;
     }
-    if (a.shape().ndim() < 2) {
-      std::fill(p, p + n, 0.f);
-      return;
-    }
-    double fan_in = static_cast<double>(n) / static_cast<double>(a.shape()[0]);
-    hi = static_cast<float>(std::sqrt(3.0 / fan_in));
-    lo = -hi;
   }
-  std::uniform_real_distribution<float> u(lo, hi);
-  for (int64_t i = 0; i < n; ++i) p[i] = u(rng);
+  if (!constant) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    for (float& x : v) x = u(rng);
+  }
+  a.copy_from_host(v.data(), v.size() * sizeof(float));
 }
 
 struct OpTime {
