@@ -15,7 +15,7 @@ const char* kHiddenKeys[] = {"ctx_group", "lr_mult", "wd_mult", "force_mirroring
                              "mirror_stage"};
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-bool ends_with(const std::string& s, const std::string& p) {
+bool has_suffix(const std::string& s, const std::string& p) {
   return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
 }
 
@@ -177,7 +177,7 @@ class Loader {
         if (k == hk) {
           keep["__" + hk + "__"] = v;
           moved = true;
-        } else if (ends_with(k, "_" + hk)) {
+        } else if (has_suffix(k, "_" + hk)) {
           std::string arg = k.substr(0, k.size() - hk.size() - 1);
           for (size_t j = 0; j < in_names.size() && j < r.inputs.size(); ++j) {
             int64_t src = r.inputs[j][0];

@@ -176,7 +176,7 @@ class AllCloseKernel final : public Kernel {
   std::string what_;
 };
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kSmallContribRegistered = [] {
   register_op("_contrib_div_sqrt_dim")
       .describe("Rescales the input by the square root of its last dimension.")
       .deps(GradDeps{true, false, false})

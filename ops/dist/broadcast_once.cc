@@ -19,7 +19,7 @@ namespace {
 
 using dist_ops::BroadcastOnceParam;
 
-const auto kSchema =
+const auto kBroadcastOnceSchema =
     ParamSchema<BroadcastOnceParam>()
         .required("num_args", &BroadcastOnceParam::num_args, "Number of inputs.")
         .optional("root", &BroadcastOnceParam::root, 0, "The rank whose values everyone takes.")
@@ -70,7 +70,7 @@ LOOM_REGISTER_OP("_loom_broadcast_once")
         "On the executor's first call, overwrites every input with rank root's values (a "
         "data-parallel job's broadcast of the initial weights); runs before every other node. "
         "Output: (1,) = 1.")
-    .params(kSchema)
+    .params(kBroadcastOnceSchema)
     .inputs([](const OpAttrs& a) {
       std::vector<std::string> v;
       for (int i = 0; i < a.param<BroadcastOnceParam>().num_args; ++i)

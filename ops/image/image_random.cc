@@ -132,22 +132,26 @@ const auto kEnhanceSchema =
           if (p.min_factor > p.max_factor)
             throw ParamError("min_factor must not exceed max_factor");
         });
-struct LightingParam {
+struct RandomLightingParam {
   double alpha_std;
 };
-const auto kRandomLightingSchema = ParamSchema<LightingParam>().optional(
-    "alpha_std", &LightingParam::alpha_std, 0.05, "Level of the lighting noise.");
+const auto kRandomLightingSchema = ParamSchema<RandomLightingParam>().optional(
+    "alpha_std", &RandomLightingParam::alpha_std, 0.05, "Level of the lighting noise.");
 
-struct NoParam {};
-const auto kNoSchema = ParamSchema<NoParam>();
+struct RandomNoParam {};
+const auto kNoSchema = ParamSchema<RandomNoParam>();
 
-std::string label(const OpAttrs& a) { return "node '" + a.name + "' (op " + a.op->name + ")"; }
+std::string random_label(const OpAttrs& a) {
+  return "node '" + a.name + "' (op " + a.op->name + ")";
+}
 
 void infer_image(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
   if (in[0].ndim() == 0) return;
   if (in[0].ndim() != 3 || (in[0][2] != 1 && in[0][2] != 3))
-    throw ShapeError(label(a) + ": expects an image of shape (height, width, channels) with 1 "
-                     "or 3 channels, got " + in[0].str());
+    throw ShapeError(random_label(a) +
+                     ": expects an image of shape (height, width, channels) with 1 "
+                     "or 3 channels, got " +
+                     in[0].str());
   merge_shape(out[0], in[0], "output 0");
 }
 
@@ -173,7 +177,7 @@ class RandomAugKernel final : public Kernel {
     }
     if constexpr (R == Rnd::kJitter) jit_ = a.attrs.param<JitterParam>();
     if constexpr (R == Rnd::kLighting) {
-      lo_ = a.attrs.param<LightingParam>().alpha_std;
+      lo_ = a.attrs.param<RandomLightingParam>().alpha_std;
       if (lo_ < 0) throw ParamError(what_ + ": alpha_std must be >= 0");
     }
   }
@@ -305,7 +309,7 @@ class RandomAugKernel final : public Kernel {
   JitterParam jit_{};
 };
 
-constexpr GradDeps kOutGrad{.out_grad = true, .in_data = false, .out_data = false};
+constexpr GradDeps kRandomOutGrad{.out_grad = true, .in_data = false, .out_data = false};
 
 template <Rnd R, class P>
 void reg(const char* name, const char* doc, const ParamSchema<P>& schema, OpSample s) {
@@ -313,7 +317,7 @@ void reg(const char* name, const char* doc, const ParamSchema<P>& schema, OpSamp
       .describe(doc)
       .params(schema)
       .shape_fn(infer_image)
-      .deps(kOutGrad)
+      .deps(kRandomOutGrad)
       .inplace_pairs({{0, 0}})
       .template cpu<RandomAugKernel<R>>()
       .sample(std::move(s));
@@ -322,7 +326,7 @@ void reg(const char* name, const char* doc, const ParamSchema<P>& schema, OpSamp
 }
 
 // Deterministic sweep samples: equal factors, alpha_std 0, flips of a constant image ("ones").
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kImageRandomRegistered = [] {
   reg<Rnd::kFlipLR>("_image_random_flip_left_right",
                     "Flips an image (H, W, C) left-right with probability 1/2.", kNoSchema,
                     {.attrs = {}, .in_shapes = {{2, 3, 3}}, .in_kinds = {"ones"},

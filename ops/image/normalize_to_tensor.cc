@@ -164,7 +164,7 @@ class NormalizeKernel final : public Kernel {
   image::NormalizeMath m_{};
 };
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kNormalizeToTensorRegistered = [] {
   register_op("_image_to_tensor")
       .describe("Converts an image (H, W, C) or batch (N, H, W, C) in [0, 255] to a float32 "
                 "tensor (C, H, W) or (N, C, H, W) in [0, 1].")

@@ -9,7 +9,7 @@
 namespace loom::linalg {
 namespace {
 
-void check_square(const Shape& s) {
+void check_square_inverse(const Shape& s) {
   if (s.ndim() < 2) throw ShapeError("input A " + s.str() + " must have at least 2 axes");
   if (s[s.ndim() - 2] != s[s.ndim() - 1])
     throw ShapeError("input A " + s.str() +
@@ -19,13 +19,13 @@ void check_square(const Shape& s) {
 void infer_inverse(const OpAttrs&, std::vector<Shape>& in, std::vector<Shape>& out) {
   if (in[0].ndim() == 0 && out[0].ndim() != 0) in[0] = out[0];
   if (in[0].ndim() == 0) return;
-  check_square(in[0]);
+  check_square_inverse(in[0]);
   merge_shape(out[0], in[0], "output 0");
 }
 
 void infer_det(const OpAttrs&, std::vector<Shape>& in, std::vector<Shape>& out) {
   if (in[0].ndim() == 0) return;
-  check_square(in[0]);
+  check_square_inverse(in[0]);
   std::vector<int64_t> o = leading(in[0], 2);
   if (o.empty()) o.push_back(1);
   for (size_t i = 0; i < out.size(); ++i)

@@ -5,7 +5,7 @@
 namespace loom {
 namespace {
 
-[[maybe_unused]] OpDef& registered = loss::register_regression_output<loss::MAERegression>(
+[[maybe_unused]] OpDef& kMaeRegistered = loss::register_regression_output<loss::MAERegression>(
     "MAERegressionOutput",
     "Identity in forward; in backward the (sub)gradient of the absolute loss "
         "sum(|data - label|) / K, with -1 where data == label.")

@@ -140,7 +140,7 @@ void infer_flag_type(const OpAttrs&, std::vector<DType>&, std::vector<DType>& ou
   merge_type(out[0], DType::kFloat32, "output 0");
 }
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kAmpRegistered = [] {
   register_op("amp_cast")
       .describe("Cast function between low precision float/FP32 used by AMP: float32 and "
                 "float16 inputs become dtype, other dtypes pass through unchanged.")

@@ -78,7 +78,7 @@ void register_arg(const char* name, const char* doc) {
       .sample({.attrs = {{"axis", "1"}}, .in_shapes = {{2, 300}}, .check_grad = false});
 }
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kArgmaxRegistered = [] {
   register_arg<true>("argmax", "Index of the largest element along an axis (first on ties).");
   register_arg<false>("argmin", "Index of the smallest element along an axis (first on ties).");
   register_op("argmax_channel")

@@ -247,7 +247,7 @@ double tensor::slice_assign_scalar(const OpAttrs& a) { return a.param<SliceAssig
 
 namespace {
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kAssignOpsRegistered = [] {
   register_op("_slice_assign")
       .describe("Assigns rhs to a slice of lhs (begin, end, step as slice): returns lhs with "
                 "that part replaced.")

@@ -146,7 +146,7 @@ OpDef& broadcast(const char* name, bool needs_inputs, const char* doc, const cha
 }
 
 // Registered at static-initialisation time like LOOM_REGISTER_OP, through one helper.
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kBroadcastBinaryRegistered = [] {
   using namespace math;
   broadcast<Add>("broadcast_add", false, "lhs + rhs with broadcasting.", "broadcast_plus");
   broadcast<Sub>("broadcast_sub", false, "lhs - rhs with broadcasting.", "broadcast_minus");

@@ -82,7 +82,7 @@ void register_block(const char* name, const char* doc) {
                .in_shapes = {kToSpace ? Shape{1, 9, 1, 2} : Shape{1, 1, 3, 6}}});
 }
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kDepthToSpaceRegistered = [] {
   register_block<true>("depth_to_space",
                        "Moves blocks of channels into spatial blocks: (N, C, H, W) to "
                        "(N, C/b^2, H*b, W*b).");

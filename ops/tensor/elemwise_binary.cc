@@ -93,7 +93,7 @@ OpDef& binary(const char* name, bool needs_inputs, const char* doc,
 }
 
 // Registered at static-initialisation time like LOOM_REGISTER_OP, through one helper.
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kElemwiseBinaryRegistered = [] {
   using namespace math;
   binary<Add>("elemwise_add", false, "lhs + rhs (same shapes).", {"_plus", "_Plus", "_add"});
   binary<Sub>("elemwise_sub", false, "lhs - rhs (same shapes).", {"_minus", "_Minus", "_sub"});

@@ -122,7 +122,7 @@ class KhatriRaoKernel final : public Kernel {
   int64_t cols_ = 0, total_ = 0;
 };
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kErfinvKhatriRaoRegistered = [] {
   register_op("erfinv")
       .describe("The inverse error function, elementwise.")
       .deps(GradDeps{true, false, true})

@@ -62,7 +62,7 @@ void register_gamma(const char* name, const char* doc) {
       .sample({.attrs = {}, .in_shapes = {{6}}, .in_kinds = {"unit"}});
 }
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kGammaRegistered = [] {
   register_gamma<false>("gamma", "Element-wise gamma function.");
   register_gamma<true>("gammaln", "Element-wise log of the absolute value of the gamma function.");
   return true;

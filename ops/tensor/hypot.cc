@@ -130,7 +130,7 @@ const auto kHypotScalarSchema =
         .optional("is_int", &HypotScalarParam::is_int, true,
                   "Whether the scalar is an integer (accepted for MXNet compatibility).");
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kHypotRegistered = [] {
   register_op("_hypot")
       .describe("Element-wise sqrt(a^2 + b^2) of two arrays of one shape.")
       .inputs({"lhs", "rhs"})

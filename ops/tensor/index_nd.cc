@@ -221,7 +221,7 @@ class RavelKernel final : public Kernel {
   tensor::RavelDims d_;
 };
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kIndexNdRegistered = [] {
   register_op("gather_nd")
       .describe("Gathers elements or slices from data into an array of shape indices.shape[1:] "
                 "+ data.shape[indices.shape[0]:]; negative indices count from the end.")

@@ -89,7 +89,7 @@ void init_op(const char* name, const char* doc) {
 }
 
 // Registered at static-initialisation time like LOOM_REGISTER_OP, through one helper.
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kInitOpsRegistered = [] {
   like_op<0>("zeros_like", "An array of zeros with the input's shape and type.");
   like_op<1>("ones_like", "An array of ones with the input's shape and type.");
   init_op<0>("_zeros", "An array of zeros of the given shape and dtype.");

@@ -255,7 +255,7 @@ class HistogramKernel final : public Kernel {
   std::string what_;
 };
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kMiscOpsRegistered = [] {
   register_op("_square_sum")
       .describe("Sum of squares over the given axes (MXNet's sparse square_sum, on dense "
                 "arrays).")

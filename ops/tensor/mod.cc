@@ -191,7 +191,7 @@ class ModScalarKernel final : public Kernel {
   std::string what_;
 };
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kModRegistered = [] {
   const std::vector<std::string> kinds{"normal", "positive"};
   register_op("_mod")
       .describe("lhs % rhs elementwise (same shapes); the result has the sign of rhs.")

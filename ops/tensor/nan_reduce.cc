@@ -95,7 +95,7 @@ void nan_reduce_op(const char* name, const char* doc) {
              .in_kinds = {kind}});
 }
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kNanReduceRegistered = [] {
   nan_reduce_op<false>("nansum", "Sum over the given axes, treating NaN as zero.");
   nan_reduce_op<true>("nanprod", "Product over the given axes, treating NaN as one.");
   return true;

@@ -289,14 +289,14 @@ void infer_range_like(const OpAttrs& a, std::vector<Shape>& in, std::vector<Shap
   merge_shape(out[0], Shape{s[ax]}, "output 0");
 }
 
-void infer_type_like(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
+void infer_range_like_type(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
   if (in[0] != DType::kUnknown)
     merge_type(out[0], in[0], "output 0");
   else if (out[0] != DType::kUnknown)
     merge_type(in[0], out[0], "input 0");
 }
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kRangeOpsRegistered = [] {
   register_op("_arange")
       .describe("Evenly spaced values in [start, stop), each repeated `repeat` times.")
       .params(kRangeSchema)
@@ -368,7 +368,7 @@ void infer_type_like(const OpAttrs& a, std::vector<DType>& in, std::vector<DType
       .params(kRangeLikeSchema)
       .inputs({"data"})
       .shape_fn(infer_range_like)
-      .type_fn(infer_type_like)
+      .type_fn(infer_range_like_type)
       .deps(GradDeps{false, false, false})
       .zero_grad()
       .cpu<RangeKernel>()

@@ -203,7 +203,7 @@ OpDef& reduce_op(const char* name, const char* doc) {
 }
 
 // Registered at static-initialisation time like LOOM_REGISTER_OP, through one helper.
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kReduceRegistered = [] {
   reduce_op<Kind::kSum>("sum", "Sum over the given axes.").alias("sum_axis");
   reduce_op<Kind::kMean>("mean", "Mean over the given axes.");
   reduce_op<Kind::kMax>("max", "Maximum over the given axes.").alias("max_axis");

@@ -266,7 +266,7 @@ LOOM_REGISTER_OP("squeeze")
 // ---- reshape_like ----
 // The second input only lends its shape: any dtype (MXNet's *_like ops take an int32 rhs
 // with a float lhs); the output has the first input's dtype.
-void infer_type_like(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
+void infer_reshape_like_type(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
   merge_type(out[0], in[0], "output 0");
   merge_type(in[0], out[0], input_label(a, 0));
 }
@@ -315,7 +315,7 @@ LOOM_REGISTER_OP("reshape_like")
     .params(kReshapeLikeSchema)
     .inputs({"lhs", "rhs"})
     .shape_fn(infer_reshape_like)
-    .type_fn(infer_type_like)
+    .type_fn(infer_reshape_like_type)
     .deps(GradDeps{true, false, false})
     .inplace_pairs({{0, 0}})
     .cpu<ViewKernel>()
@@ -330,7 +330,7 @@ LOOM_REGISTER_OP("_identity_with_attr_like_rhs")
     .describe("Returns lhs; lhs, rhs and the output share one shape (rhs only lends it).")
     .inputs({"lhs", "rhs"})
     .shape_fn(infer_shape_same)
-    .type_fn(infer_type_like)
+    .type_fn(infer_reshape_like_type)
     .deps(GradDeps{true, false, false})
     .no_grad({1})
     .inplace_pairs({{0, 0}})

@@ -119,7 +119,7 @@ OpDef& scalar_op(const char* name, const char* alias, bool needs_input, const ch
 }
 
 // Registered at static-initialisation time like LOOM_REGISTER_OP, through one helper.
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kScalarOpsRegistered = [] {
   using namespace math;
   scalar_op<Add, false>("_plus_scalar", "_PlusScalar", false, "x + scalar.", "2.5");
   scalar_op<Sub, false>("_minus_scalar", "_MinusScalar", false, "x - scalar.", "127.5");

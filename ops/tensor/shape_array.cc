@@ -58,7 +58,7 @@ void register_shape_op(const char* name, const char* doc) {
       .sample({.attrs = {}, .in_shapes = {{5}}, .check_grad = false});
 }
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kShapeArrayRegistered = [] {
   register_shape_op<false>("shape_array", "The input's shape as a 1-D int64 array.");
   register_shape_op<true>("size_array", "The input's element count as a (1,) int64 array.");
   return true;

@@ -103,7 +103,7 @@ LOOM_REGISTER_OP("slice")
 // ---- slice_like ----
 // The second input only lends its shape: any dtype (MXNet's *_like ops take an int32 rhs
 // with a float lhs); the output has the first input's dtype.
-void infer_type_like(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
+void infer_slice_like_type(const OpAttrs& a, std::vector<DType>& in, std::vector<DType>& out) {
   merge_type(out[0], in[0], "output 0");
   merge_type(in[0], out[0], input_label(a, 0));
 }
@@ -146,7 +146,7 @@ LOOM_REGISTER_OP("slice_like")
     .describe("Slices data from the start to the shape of shape_like along the given axes.")
     .params(kSliceLikeSchema)
     .inputs({"data", "shape_like"})
-    .type_fn(infer_type_like)
+    .type_fn(infer_slice_like_type)
     .shape_fn([](const OpAttrs& a, std::vector<Shape>& in, std::vector<Shape>& out) {
       if (!in[0].known() || !in[1].known()) return;
       merge_shape(out[0], slice_like_shape(a, in[0], in[1]), "output 0");

@@ -79,7 +79,7 @@ OpDef& unary(const char* name, Uses uses, const char* doc, const char* kind = "n
 }
 
 // Registered at static-initialisation time like LOOM_REGISTER_OP, through one helper.
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kUnaryMathRegistered = [] {
   using namespace math;
   unary<Exp>("exp", Uses::kY, "Element-wise e^x.");
   unary<Log>("log", Uses::kX, "Element-wise natural logarithm.", "positive");

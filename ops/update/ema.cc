@@ -149,10 +149,10 @@ class EmaKernel final : public update::UpdateKernel<EmaParam> {
   }
 };
 
-struct NoParam {};
-const auto kNoSchema = ParamSchema<NoParam>();
+struct DebiasNoParam {};
+const auto kNoSchema = ParamSchema<DebiasNoParam>();
 
-class DebiasKernel final : public update::UpdateKernel<NoParam> {
+class DebiasKernel final : public update::UpdateKernel<DebiasNoParam> {
  public:
   using UpdateKernel::UpdateKernel;
   void run(const OpContext&, std::span<const NDArray> in, std::span<const Req> req,

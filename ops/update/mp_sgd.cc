@@ -79,7 +79,7 @@ class MPSGDKernel final : public Kernel {
   std::string what_;
 };
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kMpSgdRegistered = [] {
   register_op("mp_sgd_update")
       .describe("Multi-precision SGD: the float32 weight32 is updated in place and returned in "
                 "the weight's dtype.")

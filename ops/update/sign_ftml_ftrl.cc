@@ -118,7 +118,7 @@ class FtrlKernel final : public update::UpdateKernel<FtrlParam> {
   }
 };
 
-[[maybe_unused]] const bool kRegistered = [] {
+[[maybe_unused]] const bool kSignFtmlFtrlRegistered = [] {
   register_op("signsgd_update")
       .describe("SignSGD update: w = (1 - lr*wd)*w - lr*sign(grad).")
       .params(kSignSGDSchema)

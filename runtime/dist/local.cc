@@ -8,9 +8,9 @@
 namespace loom::dist {
 namespace {
 
-class DoneRequest : public Request {
+class NoopRequest : public Request {
  public:
-  DoneRequest() : Request("local collective", 0) {}
+  NoopRequest() : Request("local collective", 0) {}
   bool test() override { return true; }
 };
 
@@ -28,25 +28,25 @@ class LocalCommunicator : public Communicator {
   std::unique_ptr<Request> start_allreduce(const void* send, void* recv, size_t count, DType t,
                                            double scale, bool) override {
     copy_scaled(send, recv, count, t, scale);
-    return std::make_unique<DoneRequest>();
+    return std::make_unique<NoopRequest>();
   }
   std::unique_ptr<Request> start_reduce_scatter(const void* send, void* recv, size_t count, DType t,
                                                 double scale, bool) override {
     copy_scaled(send, recv, count, t, scale);
-    return std::make_unique<DoneRequest>();
+    return std::make_unique<NoopRequest>();
   }
   std::unique_ptr<Request> start_all_gather(const void* send, void* recv, size_t count, DType t,
                                             bool) override {
     copy_scaled(send, recv, count, t, 1.0);
-    return std::make_unique<DoneRequest>();
+    return std::make_unique<NoopRequest>();
   }
   std::unique_ptr<Request> start_broadcast(void*, size_t, DType, int, bool) override {
-    return std::make_unique<DoneRequest>();
+    return std::make_unique<NoopRequest>();
   }
-  std::unique_ptr<Request> start_barrier(bool) override { return std::make_unique<DoneRequest>(); }
+  std::unique_ptr<Request> start_barrier(bool) override { return std::make_unique<NoopRequest>(); }
 };
 
-const bool registered =
+const bool kLocalRegistered =
     (register_backend("local",
                       [] { return std::unique_ptr<Communicator>(new LocalCommunicator()); }),
      true);

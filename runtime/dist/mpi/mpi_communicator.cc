@@ -335,7 +335,7 @@ class MpiCommunicator : public Communicator {
   Watchdog watchdog_{[this](const std::string& why) { abort(70, why); }};
 };
 
-const bool registered = (register_backend("mpi", &MpiCommunicator::create), true);
+const bool kMpiRegistered = (register_backend("mpi", &MpiCommunicator::create), true);
 
 }  // namespace
 }  // namespace loom::dist
