@@ -57,7 +57,7 @@ class BNv1Kernel final : public Kernel {
     const Shape& s = a.in_shapes[0];
     n_ = s[0];
     c_ = s[1];
-    inner_ = c_ * n_ ? s.numel() / (n_ * c_) : 0;
+    inner_ = c_ * n_ != 0 ? s.numel() / (n_ * c_) : 0;
   }
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
                std::span<const NDArray> out) override {

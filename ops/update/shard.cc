@@ -439,8 +439,6 @@ class ShardUpdateKernel final : public Kernel {
 
   void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req>,
                std::span<const NDArray> out) override {
-    const size_t n = p_.n, ns = p_.full - 2;
-    const int64_t base = l_.rank * l_.count;
     // Views of every piece: the inner op's inputs and its output (the gradient's chunk).
     const update::PieceViews pv = update::piece_views(p_, l_, starts_, in, out[0]);
     const auto& ins = pv.in;

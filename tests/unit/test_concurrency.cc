@@ -95,7 +95,9 @@ TEST(Concurrency, ExecutorsSharingWeightsMatchSequentialRuns) {
     for (const auto& msg : f) ADD_FAILURE() << msg << " differs from the sequential run";
   // The shared weights were only read.
   for (const auto& [name, a] : exes[0]->arg_dict())
-    if (name != "data") EXPECT_EQ(host(a), host(args.at(name))) << name;
+    if (name != "data") {
+      EXPECT_EQ(host(a), host(args.at(name))) << name;
+    }
 }
 
 // Binding from several threads at once (each bind draws a seed from the process-wide
