@@ -3,34 +3,14 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "ops/nn/block_vec.h"
+
 namespace loom::nn {
 namespace {
 
-// One channel block as a GCC vector (a template per size: GCC ignores a dependent
-// vector_size on an alias template).
-template <int B>
-struct VecOf;
-template <>
-struct VecOf<8> {
-  typedef float type __attribute__((vector_size(32)));
-};
-template <>
-struct VecOf<16> {
-  typedef float type __attribute__((vector_size(64)));
-};
-template <int B>
-using Vec = typename VecOf<B>::type;
-
-template <int B>
-inline Vec<B> load(const float* p) {
-  Vec<B> v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-template <int B>
-inline void store(float* p, Vec<B> v) {
-  __builtin_memcpy(p, &v, sizeof v);
-}
+using block_vec::load;
+using block_vec::store;
+using block_vec::Vec;
 
 // What one channel block of one output row needs besides the arrays.
 template <int B>

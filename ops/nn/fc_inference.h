@@ -16,11 +16,11 @@
 #pragma once
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "ops/nn/block_vec.h"
 #include "ops/nn/dnnl_args.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/cpu/thread_cap.h"
@@ -148,18 +148,16 @@ class FcInference {
   // array: the same operations in the same order, so both give the same bits.
   template <bool kPacked>
   void gemv(const float* x, const float* pw, const float* b, float* y, bool add) const {
-    typedef float V __attribute__((vector_size(kGemvBlock * sizeof(float))));
+    using V = block_vec::Vec<kGemvBlock>;
     const int64_t m = m_, k = k_, o = o_, blocks = (o_ + kGemvBlock - 1) / kGemvBlock;
 #pragma omp parallel for schedule(static) if (threads_ != 1)
     for (int64_t jb = 0; jb < blocks; ++jb) {
       const int64_t rows = std::min(kGemvBlock, o - jb * kGemvBlock);
       const float* wb = kPacked ? pw + jb * k * kGemvBlock : pw + jb * kGemvBlock * k;
       auto ld = [&](int64_t q) {  // weights of input q for the block's 16 outputs
+        if constexpr (kPacked) return block_vec::load<kGemvBlock>(wb + q * kGemvBlock);
         V v{};
-        if constexpr (kPacked)
-          std::memcpy(&v, wb + q * kGemvBlock, sizeof(v));
-        else
-          for (int64_t i = 0; i < rows; ++i) v[i] = wb[i * k + q];
+        for (int64_t i = 0; i < rows; ++i) v[i] = wb[i * k + q];
         return v;
       };
       for (int64_t r = 0; r < m; ++r) {

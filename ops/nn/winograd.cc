@@ -3,9 +3,9 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 
+#include "ops/nn/block_vec.h"
 #include "runtime/cpu/thread_cap.h"
 
 namespace loom::nn {
@@ -14,32 +14,9 @@ namespace {
 // F(4x4, 3x3) on the points 0, 1, -1, 2, -2 and infinity (Lavin & Gray, 2015):
 // B^T (input, 6x6), G (weights, 6x3), A^T (output, 4x6), written out as sums.
 
-// Per-block vectors: B floats of one pixel's channel block, contiguous in nChw{B}c. (Spelled
-// per size: GCC ignores a dependent vector_size on an alias template.)
-template <int B>
-struct VecOf;
-template <>
-struct VecOf<8> {
-  typedef float type __attribute__((vector_size(32)));
-};
-template <>
-struct VecOf<16> {
-  typedef float type __attribute__((vector_size(64)));
-};
-template <int B>
-using Vec = typename VecOf<B>::type;
-static_assert(sizeof(Vec<8>) == 32 && sizeof(Vec<16>) == 64);
-
-template <int B>
-inline Vec<B> load(const float* p) {
-  Vec<B> v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-template <int B>
-inline void store(float* p, Vec<B> v) {
-  std::memcpy(p, &v, sizeof(v));
-}
+using block_vec::load;
+using block_vec::store;
+using block_vec::Vec;
 
 // r = B^T x for one column (or row) of six vectors.
 template <typename T>
