@@ -9,9 +9,12 @@
 #include <thread>
 
 #include "runtime/executor.h"
+#include "tests/unit/host_values.h"
 
 namespace loom {
 namespace {
+
+using test_util::host;
 
 // Convolution -> BatchNorm -> ReLU (fused in inference), a residual add (fused into the
 // second convolution), pooling, FullyConnected, softmax.
@@ -29,12 +32,6 @@ Symbol net() {
                          "pool");
   auto fc = Symbol::Op("FullyConnected", {pool}, {{"num_hidden", "10"}}, "fc");
   return Symbol::Op("softmax", {fc}, {}, "prob");
-}
-
-std::vector<float> host(const NDArray& a) {
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  a.copy_to_host(v.data(), a.nbytes());
-  return v;
 }
 
 TEST(Concurrency, ExecutorsSharingWeightsMatchSequentialRuns) {

@@ -11,9 +11,13 @@
 #include <string>
 
 #include "runtime/executor.h"
+#include "tests/unit/host_values.h"
 
 namespace loom {
 namespace {
+
+using test_util::host;
+using test_util::set;
 
 struct Cfg {
   int channels = 16;
@@ -52,19 +56,6 @@ Symbol block(const Cfg& c) {
   return relu(Symbol::Op("elemwise_add", {b, data}, {}, "plus"), "relu_out");
 }
 
-std::vector<float> host(const NDArray& a) {
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  a.copy_to_host(v.data(), a.nbytes());
-  return v;
-}
-
-void set(const NDArray& a, float lo, float hi, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  for (auto& x : v) x = d(rng);
-  a.copy_from_host(v.data(), a.nbytes());
-}
 
 // Values: gamma, moving_var positive; weights scaled so activations stay O(1).
 void init(Executor& ex, const Cfg& c, int seed) {

@@ -16,9 +16,13 @@
 #include "ops/nn/conv_subsample.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/executor.h"
+#include "tests/unit/host_values.h"
 
 namespace loom {
 namespace {
+
+using test_util::host;
+using test_util::set;
 
 std::string S(int64_t v) { return std::to_string(v); }
 
@@ -64,18 +68,6 @@ Symbol block_net(const Symbol& x, int k, int stride, const std::string& type) {
   return act(Symbol::Op("elemwise_add", {a, conv(x, "cb", k, stride, false)}, {}, "plus"), type);
 }
 
-void set(const NDArray& a, float lo, float hi, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  for (auto& x : v) x = d(rng);
-  a.copy_from_host(v.data(), a.nbytes());
-}
-std::vector<float> host(const NDArray& a) {
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  a.copy_to_host(v.data(), a.nbytes());
-  return v;
-}
 void expect_near(const std::vector<float>& a, const std::vector<float>& b,
                  const std::string& what) {
   ASSERT_EQ(a.size(), b.size());

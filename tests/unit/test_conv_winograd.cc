@@ -13,9 +13,13 @@
 #include "ops/nn/winograd.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/executor.h"
+#include "tests/unit/host_values.h"
 
 namespace loom {
 namespace {
+
+using test_util::host;
+using test_util::set;
 
 Symbol net() {
   auto data = Symbol::Variable("data");
@@ -125,18 +129,6 @@ Symbol own_net() {
                     {{"kernel", "(2,2)"}, {"stride", "(2,2)"}, {"pool_type", "avg"}}, "pool");
 }
 
-void fill(const NDArray& a, float lo, float hi, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  for (auto& x : v) x = d(rng);
-  a.copy_from_host(v.data(), a.nbytes());
-}
-std::vector<float> host(const NDArray& a) {
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  a.copy_to_host(v.data(), a.nbytes());
-  return v;
-}
 // Winograd F(4x4, 3x3) rounds differently from direct convolution: relative errors of a
 // few 1e-6 per transform stage; 2e-4 of the output's magnitude bounds three layers.
 void expect_close(const std::vector<float>& got, const std::vector<float>& want,
@@ -231,19 +223,19 @@ TEST(ConvWinograd, OwnWinogradMatchesDirectConvolution) {
     EXPECT_EQ(ex->fused_sum_pairs(), 1u);
     int seed = 7;
     for (const auto& [k, v] : ex->arg_dict())
-      fill(v, k.find("gamma") != std::string::npos ? 0.3f : -0.5f,
-           k.find("gamma") != std::string::npos ? 1.5f : 0.5f, seed++);
+      set(v, k.find("gamma") != std::string::npos ? 0.3f : -0.5f,
+          k.find("gamma") != std::string::npos ? 1.5f : 0.5f, seed++);
     for (const auto& [k, v] : ex->aux_dict())
-      fill(v, k.find("var") != std::string::npos ? 0.5f : -0.3f,
-           k.find("var") != std::string::npos ? 2.f : 0.3f, seed++);
+      set(v, k.find("var") != std::string::npos ? 0.5f : -0.3f,
+          k.find("var") != std::string::npos ? 2.f : 0.3f, seed++);
     for (int call = 0; call < 2; ++call) {  // the second call reuses the transformed weights
       ex->forward(false);
       ref->forward(false);
       expect_close(host(ex->outputs()[0]), host(ref->outputs()[0]), "call " + S(call));
     }
     // New weights and BatchNorm statistics are seen (the transformed weights are redone).
-    fill(ex->arg_dict().at("c2_weight"), -0.2f, 0.6f, 99);
-    fill(ex->aux_dict().at("bn1_moving_var"), 0.1f, 0.4f, 98);
+    set(ex->arg_dict().at("c2_weight"), -0.2f, 0.6f, 99);
+    set(ex->aux_dict().at("bn1_moving_var"), 0.1f, 0.4f, 98);
     ex->forward(false);
     ref->forward(false);
     expect_close(host(ex->outputs()[0]), host(ref->outputs()[0]), "after new weights");

@@ -15,9 +15,13 @@
 #include "ops/nn/depthwise.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/executor.h"
+#include "tests/unit/host_values.h"
 
 namespace loom {
 namespace {
+
+using test_util::host;
+using test_util::set;
 
 using nn::DepthwiseAct;
 using nn::DepthwiseConv;
@@ -151,18 +155,6 @@ Symbol net(int c, int k, int stride, int pad, const std::string& type) {
                     {{"kernel", "(2,2)"}, {"stride", "(2,2)"}, {"pool_type", "avg"}}, "pool");
 }
 
-void set(const NDArray& a, float lo, float hi, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  for (auto& x : v) x = d(rng);
-  a.copy_from_host(v.data(), a.nbytes());
-}
-std::vector<float> host(const NDArray& a) {
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  a.copy_to_host(v.data(), a.nbytes());
-  return v;
-}
 void expect_near(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)

@@ -16,9 +16,12 @@
 #include "ops/nn/winograd.h"
 #include "runtime/executor.h"
 #include "runtime/imperative.h"
+#include "tests/unit/host_values.h"
 
 namespace loom {
 namespace {
+
+using test_util::host;
 
 std::vector<float> draw(size_t n, int seed) {
   std::mt19937 rng(seed);
@@ -32,11 +35,6 @@ NDArray array(const Shape& s, int seed) {
   auto v = draw(static_cast<size_t>(a.size()), seed);
   a.copy_from_host(v.data(), a.nbytes());
   return a;
-}
-std::vector<float> host(const NDArray& a) {
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  a.copy_to_host(v.data(), a.nbytes());
-  return v;
 }
 // Same primitives on the same values: equal up to (at most) a different summation order of
 // oneDNN's threads; a stale handle differs by the whole value.

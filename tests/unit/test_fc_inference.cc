@@ -14,9 +14,12 @@
 
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/executor.h"
+#include "tests/unit/host_values.h"
 
 namespace loom {
 namespace {
+
+using test_util::host;
 
 void set(const NDArray& a, int seed) {
   std::mt19937 rng(seed);
@@ -25,12 +28,6 @@ void set(const NDArray& a, int seed) {
   for (auto& x : v) x = d(rng);
   a.copy_from_host(v.data(), a.nbytes());
 }
-std::vector<float> host(const NDArray& a) {
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  a.copy_to_host(v.data(), a.nbytes());
-  return v;
-}
-
 // y = x·wᵀ + b in double.
 std::vector<float> reference(const Executor& ex, int m, int k, int o, bool bias) {
   auto x = host(ex.arg_dict().at("data")), w = host(ex.arg_dict().at("fc_weight"));

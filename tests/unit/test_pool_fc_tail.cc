@@ -11,9 +11,12 @@
 #include <string>
 
 #include "runtime/executor.h"
+#include "tests/unit/host_values.h"
 
 namespace loom {
 namespace {
+
+using test_util::host;
 
 // relu(data) (blocked: it feeds a pooling), pooled to 1x1, Flatten, FullyConnected.
 Symbol tail(const std::string& pool_type, bool global) {
@@ -27,12 +30,6 @@ Symbol tail(const std::string& pool_type, bool global) {
   auto fc = Symbol::Op("FullyConnected", {Symbol::Op("Flatten", {p}, {}, "flat")},
                        {{"num_hidden", "10"}}, "fc");
   return Symbol::Op("MakeLoss", {fc}, {}, "loss");
-}
-
-std::vector<float> host(const NDArray& a) {
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  a.copy_to_host(v.data(), a.nbytes());
-  return v;
 }
 
 struct TailRun {

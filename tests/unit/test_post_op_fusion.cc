@@ -13,9 +13,13 @@
 
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/executor.h"
+#include "tests/unit/host_values.h"
 
 namespace loom {
 namespace {
+
+using test_util::host;
+using test_util::set;
 
 std::string S(int v) { return std::to_string(v); }
 
@@ -67,18 +71,6 @@ Symbol mfn_block(int c) {
   return pool(l);
 }
 
-void set(const NDArray& a, float lo, float hi, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  for (auto& x : v) x = d(rng);
-  a.copy_from_host(v.data(), a.nbytes());
-}
-std::vector<float> host(const NDArray& a) {
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  a.copy_to_host(v.data(), a.nbytes());
-  return v;
-}
 void init(Executor& ex, int seed) {
   for (const auto& [k, v] : ex.arg_dict()) {
     if (k.find("gamma") != std::string::npos)

@@ -6,21 +6,18 @@
 #include <random>
 
 #include "runtime/executor.h"
+#include "tests/unit/host_values.h"
 
 namespace loom {
 namespace {
+
+using test_util::host;
 
 Symbol conv_net() {
   auto data = Symbol::Variable("data");
   auto c = Symbol::Op("Convolution", {data},
                       {{"kernel", "(3,3)"}, {"pad", "(1,1)"}, {"num_filter", "32"}}, "conv");
   return Symbol::Op("Activation", {c}, {{"act_type", "relu"}}, "relu");
-}
-
-std::vector<float> host(const NDArray& a) {
-  std::vector<float> v(static_cast<size_t>(a.size()));
-  a.copy_to_host(v.data(), a.nbytes());
-  return v;
 }
 
 void set(const NDArray& a, float scale, int seed) {
