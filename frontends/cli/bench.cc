@@ -6,12 +6,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "frontends/cli/args.h"
 #include "graph/infer.h"
@@ -24,12 +27,14 @@ namespace loom::cli {
 
 const char* kBenchUsage =
     "  loom bench SYMBOL.json [--params FILE] --shape NAME=d1,d2,... [--batch B]\n"
-    "           [--threads N] [--iters N] [--warmup N] [--profile]\n"
+    "           [--threads N] [--iters N] [--warmup N] [--profile] [--trace FILE]\n"
     "      Inference latency (p50/p90/p99) and throughput after a warm-up. --batch sets the\n"
     "      first dimension of every --shape; --threads the OpenMP threads (default:\n"
     "      OMP_NUM_THREADS or all cores). Without --params the weights are random. --profile\n"
     "      adds a per-op time table (separate iterations) and the oneDNN implementation of\n"
-    "      each convolution and fully-connected layer.\n";
+    "      each convolution and fully-connected layer. --trace FILE (implies --profile)\n"
+    "      writes the profiled iterations as a Chrome trace (chrome://tracing, Perfetto):\n"
+    "      one event per iteration and one per kernel call, named by op, node in args.\n";
 
 namespace {
 
@@ -111,20 +116,56 @@ std::vector<std::string> impls_of(const std::string& op, const std::vector<Shape
   return out;
 }
 
+// A Chrome trace of the profiled iterations: complete ('X') events in microseconds from the
+// first iteration's start, one per forward call ('forward') and one per kernel call (named
+// by its op(s), the node(s) in args).
+struct TraceEvent {
+  std::string name, cat, node;
+  double ts_us, dur_us;
+};
+
+void write_trace(const std::string& path, const std::vector<TraceEvent>& events) {
+  nlohmann::json evs = nlohmann::json::array();
+  evs.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "loom bench"}}}});
+  for (const TraceEvent& e : events) {
+    nlohmann::json j = {{"name", e.name}, {"cat", e.cat}, {"ph", "X"}, {"pid", 0}, {"tid", 0},
+                        {"ts", e.ts_us}, {"dur", e.dur_us}};
+    if (!e.node.empty()) j["args"] = {{"node", e.node}};
+    evs.push_back(std::move(j));
+  }
+  std::ofstream f(path);
+  if (!f) throw Error("loom bench: cannot write the trace to '" + path + "'");
+  f << nlohmann::json{{"displayTimeUnit", "ms"}, {"traceEvents", std::move(evs)}}.dump(1) << "\n";
+  if (!f.flush()) throw Error("loom bench: writing the trace to '" + path + "' failed");
+}
+
 void print_profile(Executor& ex, const Symbol& sym, const std::map<std::string, Shape>& shapes,
-                   int iters, size_t impl_lines_before) {
+                   int iters, size_t impl_lines_before, const std::string& trace_path) {
   std::map<std::string, OpTime> times;
   std::vector<std::string> order;
+  std::vector<TraceEvent> trace;
+  const auto origin = Clock::now();
+  auto us_since_origin = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - origin).count();
+  };
   ex.set_step_timer([&](const std::string& node, const std::string& op, double sec) {
     auto [it, fresh] = times.try_emplace(node);
     if (fresh) order.push_back(node), it->second.op = op;
     it->second.sec += sec;
     ++it->second.calls;
+    if (!trace_path.empty())
+      trace.push_back({op, "operator", node, us_since_origin(Clock::now()) - sec * 1e6, sec * 1e6});
   });
   auto t0 = Clock::now();
-  for (int i = 0; i < iters; ++i) ex.forward(false);
+  for (int i = 0; i < iters; ++i) {
+    const auto start = Clock::now();
+    ex.forward(false);
+    if (!trace_path.empty())
+      trace.push_back({"forward", "executor", "", us_since_origin(start), ms_since(start) * 1e3});
+  }
   double wall_ms = ms_since(t0);
   ex.set_step_timer({});
+  if (!trace_path.empty()) write_trace(trace_path, trace);
   double sum_ms = 0;
   for (const auto& [k, v] : times) sum_ms += v.sec * 1e3;
   std::sort(order.begin(), order.end(),
@@ -181,6 +222,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   int threads = 0, iters = 50, warmup = 5;
   long batch = 0;
   bool profile = false;
+  std::string trace_path;
   auto int_value = [](const std::string& flag, const std::string& v, long lo) {
     try {
       size_t used = 0;
@@ -211,6 +253,8 @@ int cmd_bench(const std::vector<std::string>& args) {
       warmup = static_cast<int>(int_value(a, value(), 0));
     else if (a == "--profile")
       profile = true;
+    else if (a == "--trace")
+      trace_path = value(), profile = true;
     else if (!a.empty() && a[0] == '-')
       throw UsageError("unknown option " + a);
     else if (json.empty())
@@ -298,7 +342,8 @@ int cmd_bench(const std::vector<std::string>& args) {
               sorted.front(), sorted.back());
   std::printf("throughput: %.2f samples/s (batch %ld), %.2f batches/s\n",
               1e3 * static_cast<double>(samples) / mean, samples, 1e3 / mean);
-  if (profile) print_profile(*ex, sym, shapes, iters, impl_lines_before);
+  if (profile) print_profile(*ex, sym, shapes, iters, impl_lines_before, trace_path);
+  if (!trace_path.empty()) std::printf("\nChrome trace: %s\n", trace_path.c_str());
   return 0;
 }
 

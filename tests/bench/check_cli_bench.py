@@ -2,7 +2,9 @@
 convolutional graph for a few iterations and checks the output's format and consistency:
 ordered percentiles, one profile row per kernel call site with every call counted, per-op
 times that add up to the printed sum and roughly to the wall time, percentages summing to
-100, the oneDNN implementation of each heavy op, and usage errors exiting with 2.
+100, the oneDNN implementation of each heavy op, the --trace file (one 'forward' event per
+iteration, each kernel call inside its iteration, the same calls as the table), and usage
+errors exiting with 2.
 
     python check_cli_bench.py path/to/loom
 """
@@ -53,8 +55,9 @@ def main():
         model = os.path.join(tmp, "small-symbol.json")
         with open(model, "w") as f:
             json.dump(small_net(), f)
+        trace_path = os.path.join(tmp, "trace.json")
         cmd = [loom, "bench", model, "--shape", "data=4,3,16,16", "--batch", "2",
-               "--threads", "1", "--iters", str(ITERS), "--warmup", "2", "--profile"]
+               "--threads", "1", "--iters", str(ITERS), "--warmup", "2", "--trace", trace_path]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         out = r.stdout
         if r.returncode:
@@ -103,6 +106,25 @@ def main():
             line = re.search(r"^\s+%s\s+\S+\s+(.*)$" % name, impl, re.M)
             if not line or "fwd=" not in line.group(1):
                 fail("no oneDNN implementation shown for %s" % name, out)
+
+        with open(trace_path) as f:
+            events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        iters = sorted((e for e in events if e["name"] == "forward"), key=lambda e: e["ts"])
+        calls = [e for e in events if e["cat"] == "operator"]
+        if len(iters) != ITERS:
+            fail("trace has %d forward events, expected %d" % (len(iters), ITERS), out)
+        slack = 0.5  # microseconds: same steady clock, rounding only
+        for c in calls:
+            if sum(1 for it in iters if it["ts"] - slack <= c["ts"]
+                   and c["ts"] + c["dur"] <= it["ts"] + it["dur"] + slack) != 1:
+                fail("trace event %s lies in no single iteration" % c, out)
+        per_node = {}
+        for c in calls:
+            per_node[c["args"]["node"]] = per_node.get(c["args"]["node"], 0) + 1
+        if per_node != {r[5]: ITERS for r in rows}:
+            fail("trace calls per node %s differ from the table" % per_node, out)
+        if abs(sum(c["dur"] for c in calls) / 1e3 - ops_sum) > 0.01 * ops_sum + 0.01:
+            fail("trace durations do not add up to the table's sum", out)
 
         bad = subprocess.run([loom, "bench", model], capture_output=True, text=True)
         if bad.returncode != 2 or "--shape" not in bad.stderr:

@@ -3,13 +3,19 @@ Chrome trace (open the file in chrome://tracing or https://ui.perfetto.dev).
 
 Recorded, each as a complete ('X') event with start and duration in microseconds:
   * executor passes (profile_symbolic): one event per Executor.forward / backward, named
-    '<first output>::forward' etc., category 'executor';
+    '<first output>::forward' etc., category 'executor', and inside it one event per
+    kernel call, named by the op as MXNet names them ('Convolution',
+    '_backward_Convolution'; Loom's fused calls join their ops with '+', e.g.
+    'Convolution+BatchNorm'), category 'operator', with the node name in args;
   * imperative op calls (profile_imperative): one event per mx.nd op call, named by the op
     (sqrt, _plus_scalar, ...), category 'operator';
   * Python custom operators: '<op_type>::pure_python' (and '_backward_<op_type>::...') with
     the ops they call inside as '<op_type>::<op>', category 'Custom Operator';
   * Task / Frame / Event objects ('X'), Counter values ('C'), Marker instants ('i').
-Per-operator timing inside the C++ executor is not available: an executor pass is one event.
+
+LOOM_PROFILE=1 (or MXNet's MXNET_PROFILER_AUTOSTART=1) starts the profiler when loom is
+imported and dumps the trace at exit, to LOOM_PROFILE_FILE (default profile.json, or what
+set_config names before the exit).
 
 With aggregate_stats=True, dumps() returns count/total/min/max/avg per name (table or JSON,
 times in ms)."""
@@ -266,20 +272,26 @@ def _install():
         if not _active("profile_symbolic"):
             return orig_forward(self, is_train, **kwargs)
         start = _now_us()
+        trace = self.handle._trace_ops(True)
         try:
             return orig_forward(self, is_train, **kwargs)
         finally:
+            self.handle._trace_ops(False)
             _complete("%s::forward" % _exe_name(self), "executor", start,
                       {"is_train": bool(is_train)})
+            _record_ops(trace)
 
     def backward(self, out_grads=None, is_train=True):
         if not _active("profile_symbolic"):
             return orig_backward(self, out_grads, is_train)
         start = _now_us()
+        trace = self.handle._trace_ops(True)
         try:
             return orig_backward(self, out_grads, is_train)
         finally:
+            self.handle._trace_ops(False)
             _complete("%s::backward" % _exe_name(self), "executor", start)
+            _record_ops(trace)
 
     forward.__doc__ = orig_forward.__doc__
     backward.__doc__ = orig_backward.__doc__
@@ -304,6 +316,17 @@ def _install():
 
     invoke.__doc__ = orig_invoke.__doc__
     _nd.invoke = invoke
+
+
+def _record_ops(trace):
+    """One 'operator' event per kernel call of an executor pass, named by its op as MXNet
+    names them ('Convolution', '_backward_Convolution'; Loom's fused calls join their ops
+    with '+', e.g. 'Convolution+BatchNorm'), with the node(s) in args."""
+    for node, op, start_s, dur_s in trace.take():
+        if op.endswith("_backward"):
+            op, node = "_backward_" + op[:-len("_backward")], node[:-len("_backward")]
+        _record({"name": op, "cat": "operator", "ph": "X", "ts": (start_s - _t0) * 1e6,
+                 "dur": dur_s * 1e6, "args": {"node": node}}, "operator")
 
 
 def _exe_name(exe):
@@ -353,6 +376,24 @@ def _register(reg_name):
 _register.__doc__ = _orig_register.__doc__
 _operator.register = _register
 _install()
+
+
+def _autostart():
+    flag = os.environ.get("LOOM_PROFILE") or os.environ.get("MXNET_PROFILER_AUTOSTART")
+    if not flag or not _as_bool(flag):
+        return
+    import atexit
+    set_config(filename=os.environ.get("LOOM_PROFILE_FILE", "profile.json"))
+    set_state("run")
+
+    def finish():
+        if _state.running:
+            set_state("stop")
+        dump()
+    atexit.register(finish)
+
+
+_autostart()
 
 
 # ---------------------------------------------------------------------------------------

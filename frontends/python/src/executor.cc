@@ -3,6 +3,10 @@
 // arguments is done in loom/executor.py; this layer takes dicts.
 #include "runtime/executor.h"
 
+#include <chrono>
+#include <memory>
+#include <tuple>
+
 #include "common.h"
 
 namespace loom::pyb {
@@ -38,9 +42,22 @@ py::list array_list(const std::vector<NDArray>& v) {
   return l;
 }
 
+// One kernel call seen by the step timer: node(s), op(s), start and duration in seconds on
+// the steady clock (CLOCK_MONOTONIC, the clock of Python's time.perf_counter).
+using OpEvent = std::tuple<std::string, std::string, double, double>;
+struct OpTrace {
+  std::shared_ptr<std::vector<OpEvent>> events;
+};
+
 }  // namespace
 
 void init_executor(py::module_& m) {
+  py::class_<OpTrace>(m, "_OpTrace")
+      .def("take", [](OpTrace& t) {
+        std::vector<OpEvent> out;
+        out.swap(*t.events);
+        return out;
+      });
   py::class_<Executor>(m, "_Executor")
       .def_static("simple_bind",
                   [](const Symbol& sym, py::handle ctx, py::dict shapes,
@@ -133,6 +150,25 @@ void init_executor(py::module_& m) {
                py::gil_scoped_acquire gil;
                (*held)(name, a);
              });
+           })
+      // mx.profiler: buffers every kernel call's time in C++ while the pass runs without the
+      // GIL (the executor runs eagerly while a timer is set). Returns the buffer, or None
+      // when `on` is false (timer removed).
+      .def("_trace_ops",
+           [](Executor& e, bool on) -> py::object {
+             if (!on) {
+               e.set_step_timer({});
+               return py::none();
+             }
+             OpTrace trace{std::make_shared<std::vector<OpEvent>>()};
+             e.set_step_timer([events = trace.events](const std::string& node,
+                                                      const std::string& op, double sec) {
+               const double now = std::chrono::duration<double>(
+                                      std::chrono::steady_clock::now().time_since_epoch())
+                                      .count();
+               events->emplace_back(node, op, now - sec, sec);
+             });
+             return py::cast(std::move(trace));
            })
       .def("needs_head_grad", &Executor::needs_head_grad)
       .def_property_readonly("symbol", &Executor::symbol)
