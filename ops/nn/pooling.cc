@@ -7,6 +7,7 @@
 
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
+#include "ops/nn/block_vec.h"
 #include "ops/nn/dnnl_args.h"
 #include "ops/nn/nn_util.h"
 #include "ops/nn/pool_window.h"
@@ -101,6 +102,19 @@ void for_each_window(const Geometry& g, PoolKind kind, bool include_pad, F&& f) 
       }
 }
 
+// int32 lanes beside a channel block's floats (spelled per size: GCC ignores a dependent
+// vector_size).
+template <int B>
+struct LaneOffsets;
+template <>
+struct LaneOffsets<8> {
+  typedef int32_t type __attribute__((vector_size(32)));
+};
+template <>
+struct LaneOffsets<16> {
+  typedef int32_t type __attribute__((vector_size(64)));
+};
+
 // The kernel works in its input's layout (the data and its gradient share one): planes are
 // processed in groups of B channels stored interleaved (B = 1: plain, one (n, c) plane per
 // group; B = 8/16: oneDNN nChw8c/nChw16c, group (n, c/B) holds cell i of lane j at
@@ -181,7 +195,6 @@ class PoolKernel final : public Kernel {
     const bool add = nn::is_add(req[0]);
     float* gx = add ? static_cast<float*>(ctx.workspace) : ig[0].data<float>();
     const int64_t total = g_.planes * g_.in_size();
-    std::fill(gx, gx + total, 0.f);
     switch (layout_block(layout_)) {
       case 16:
         backward_loop<16>(gy, x, gx);
@@ -228,13 +241,25 @@ class PoolKernel final : public Kernel {
     }
   }
 
+  // Each group of B planes zeroes its own gradient block, then adds every window's share.
+  // Max pooling sends a window's gradient to its first maximal cell, as MXNet does (lane by
+  // lane in a blocked layout: a branch-free running maximum over the channel block).
   template <int B>
   void backward_loop(const float* gy, const float* x, float* gx) const {
     const int64_t isz = g_.in_size(), osz = g_.out_size(), groups = g_.planes / B;
+    // Offsets in a group's block as int32 lanes (a vector select per cell).
+    const bool lanes32 = isz * B < (int64_t{1} << 31);
 #pragma omp parallel for if (g_.planes * osz > 4096)
     for (int64_t c = 0; c < groups; ++c) {
       const float* xp = x ? x + c * isz * B : nullptr;
       float* gp = gx + c * isz * B;
+      std::fill(gp, gp + isz * B, 0.f);
+      if constexpr (B > 1) {
+        if (lanes32) {
+          backward_block<B>(gy + c * osz * B, xp, gp);
+          continue;
+        }
+      }
       for_each_window(g_, kind_, include_pad_,
                       [&](int64_t o, const int64_t* lo, const int64_t* hi, float div) {
                         const float* g = gy + (c * osz + o) * B;
@@ -256,6 +281,45 @@ class PoolKernel final : public Kernel {
                           if (best[j] >= 0) gp[best[j]] += g[j];
                       });
     }
+  }
+
+  // One group of a blocked layout (B lanes per cell), vectorised over the lanes. The first
+  // cell of a window starts the running maximum (so a window of -inf or NaN still picks its
+  // first cell, as the scalar loop does); later cells replace it only when strictly greater.
+  template <int B>
+  void backward_block(const float* g, const float* xp, float* gp) const {
+    using V = nn::block_vec::Vec<B>;
+    using VI = typename LaneOffsets<B>::type;
+    for_each_window(g_, kind_, include_pad_,
+                    [&](int64_t o, const int64_t* lo, const int64_t* hi, float div) {
+                      const V gv = nn::block_vec::load<B>(g + o * B);
+                      if (lo[0] >= hi[0] || lo[1] >= hi[1] || lo[2] >= hi[2]) return;
+                      if (kind_ != PoolKind::kMax) {
+                        const V share = gv / div;
+                        for (int64_t d = lo[0]; d < hi[0]; ++d)
+                          for (int64_t h = lo[1]; h < hi[1]; ++h)
+                            for (int64_t w = lo[2]; w < hi[2]; ++w) {
+                              float* p = gp + ((d * g_.in[1] + h) * g_.in[2] + w) * B;
+                              nn::block_vec::store<B>(p, nn::block_vec::load<B>(p) + share);
+                            }
+                        return;
+                      }
+                      const int32_t first =
+                          static_cast<int32_t>(((lo[0] * g_.in[1] + lo[1]) * g_.in[2] + lo[2]) * B);
+                      V best = nn::block_vec::load<B>(xp + first);
+                      VI at = VI{} + first;
+                      for (int64_t d = lo[0]; d < hi[0]; ++d)
+                        for (int64_t h = lo[1]; h < hi[1]; ++h)
+                          for (int64_t w = lo[2]; w < hi[2]; ++w) {
+                            const int32_t i =
+                                static_cast<int32_t>(((d * g_.in[1] + h) * g_.in[2] + w) * B);
+                            const V v = nn::block_vec::load<B>(xp + i);
+                            const auto gt = v > best;
+                            best = gt ? v : best;
+                            at = gt ? VI{} + i : at;
+                          }
+                      for (int j = 0; j < B; ++j) gp[at[j] + j] += gv[j];
+                    });
   }
 
   // oneDNN max pooling ignores padding like MXNet; its avg modes divide by the full kernel or
