@@ -8,20 +8,25 @@
 
 namespace loom::nn::block_vec {
 
-// Spelled per size: GCC ignores a dependent vector_size on an alias template.
+// Spelled per size: GCC ignores a dependent vector_size on an alias template. Lanes<B>
+// holds int32 lanes beside a block's floats (offsets, masks).
 template <int B>
 struct VecOf;
 template <>
 struct VecOf<8> {
   typedef float type __attribute__((vector_size(32)));
+  typedef int lanes __attribute__((vector_size(32)));
 };
 template <>
 struct VecOf<16> {
   typedef float type __attribute__((vector_size(64)));
+  typedef int lanes __attribute__((vector_size(64)));
 };
 template <int B>
 using Vec = typename VecOf<B>::type;
-static_assert(sizeof(Vec<8>) == 32 && sizeof(Vec<16>) == 64);
+template <int B>
+using Lanes = typename VecOf<B>::lanes;
+static_assert(sizeof(Vec<8>) == 32 && sizeof(Vec<16>) == 64 && sizeof(Lanes<16>) == 64);
 
 template <int B>
 inline Vec<B> load(const float* p) {

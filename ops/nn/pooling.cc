@@ -102,19 +102,6 @@ void for_each_window(const Geometry& g, PoolKind kind, bool include_pad, F&& f) 
       }
 }
 
-// int32 lanes beside a channel block's floats (spelled per size: GCC ignores a dependent
-// vector_size).
-template <int B>
-struct LaneOffsets;
-template <>
-struct LaneOffsets<8> {
-  typedef int32_t type __attribute__((vector_size(32)));
-};
-template <>
-struct LaneOffsets<16> {
-  typedef int32_t type __attribute__((vector_size(64)));
-};
-
 // The kernel works in its input's layout (the data and its gradient share one): planes are
 // processed in groups of B channels stored interleaved (B = 1: plain, one (n, c) plane per
 // group; B = 8/16: oneDNN nChw8c/nChw16c, group (n, c/B) holds cell i of lane j at
@@ -289,7 +276,7 @@ class PoolKernel final : public Kernel {
   template <int B>
   void backward_block(const float* g, const float* xp, float* gp) const {
     using V = nn::block_vec::Vec<B>;
-    using VI = typename LaneOffsets<B>::type;
+    using VI = nn::block_vec::Lanes<B>;
     for_each_window(g_, kind_, include_pad_,
                     [&](int64_t o, const int64_t* lo, const int64_t* hi, float div) {
                       const V gv = nn::block_vec::load<B>(g + o * B);
