@@ -8,10 +8,12 @@
 #include "ops/dtype_policy.h"
 #include "ops/infer.h"
 #include "ops/nn/conv_params.h"
+#include "ops/nn/conv_split.h"
 #include "ops/nn/conv_subsample.h"
 #include "ops/nn/depthwise.h"
 #include "ops/nn/dnnl_layer.h"
 #include "ops/nn/winograd.h"
+#include "runtime/cpu/thread_team.h"
 
 namespace loom {
 namespace {
@@ -117,6 +119,9 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     const double w_n = static_cast<double>(ws.numel());
     threads_ = dnnl_util::threads_for_work(2.0 * out_n * w_n / static_cast<double>(ws[0]),
                                            4.0 * (in_n + out_n + w_n));
+    // Such layers may instead run split by output channels over Loom's thread team, one
+    // part per OpenMP thread (counted before the cap).
+    if (threads_ == 1 && nn::team_split_enabled()) team_threads_ = omp_get_max_threads();
     dnnl_util::ThreadCap cap(threads_);
     memory::dims wdims = to_dims(ws);
     if (p_.num_group > 1) {  // (F, C/G, k...) is (G, F/G, C/G, k...) in row-major order
@@ -211,6 +216,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     wino_.reset();
     dw_.reset();
     sub_.reset();
+    split_.reset();
     if (own_depthwise_post_ops(ops) || own_winograd_post_ops(ops) ||
         subsample_post_ops(ops, /*preferred=*/false))
       return true;
@@ -242,7 +248,9 @@ class ConvKernel final : public nn::WeightedLayerKernel {
         !env_off("LOOM_CONV_WINOGRAD") && wino_infer)
       algos.insert(algos.begin(), algorithm::convolution_winograd);
     for (auto algo : algos) {
-      if (algo == algorithm::convolution_direct && own_layout_post_ops(ops, attr)) return true;
+      if (algo == algorithm::convolution_direct &&
+          (own_layout_post_ops(ops, attr) || split_post_ops(ops)))
+        return true;
       for (auto prop : {prop_kind::forward_inference, prop_kind::forward_training}) {
         try {
           convolution_forward::desc d(prop, algo, layer_->fwd_src_desc(), dnnl_util::any_md(wdims_),
@@ -314,6 +322,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     if (wino_) return forward_own_winograd(ctx, in, dst, ops);
     if (dw_) return forward_own_depthwise(ctx, in, dst, ops);
     if (sub_) return forward_subsample(ctx, in, dst, ops);
+    if (split_) return forward_split(ctx, in, dst, ops);
     if ((ctx.is_train && ops.sum) || !layer_->has_post_ops()) return false;
     dnnl_util::ThreadCap cap(threads_);
     const float* b = no_bias_ ? nullptr : in[2].cdata<float>();
@@ -323,10 +332,80 @@ class ConvKernel final : public nn::WeightedLayerKernel {
 
   size_t workspace_bytes() const override {
     return std::max({layer_->workspace_bytes(), wino_ ? wino_->workspace_bytes() : size_t{0},
-                     sub_ ? sub_->workspace_bytes() : size_t{0}});
+                     sub_ ? sub_->workspace_bytes() : size_t{0},
+                     split_ ? split_->workspace_bytes() : size_t{0}});
   }
 
  private:
+  // Layers the one-thread policy caps (threads_ == 1) split by output channel blocks over
+  // Loom's thread team, one one-thread oneDNN primitive per team thread
+  // (ops/nn/conv_split.h): with passive OpenMP waiting an OpenMP region would cost more than
+  // such a layer, while the team's workers spin between back-to-back layers. 2-D ungrouped
+  // layers with a channel-blocked output of at least two blocks, where the direct algorithm
+  // would run: layers that take Winograd 2x3 or Loom's own Winograd, a weight-bound layer's
+  // brgemm kernel (own_layout_post_ops) or the strided-1x1 subsample keep them (a 7x7x128
+  // 3x3 layer at batch 1 was faster on one thread with Winograd 2x3 than split in two with
+  // direct kernels). LOOM_TEAM_SPLIT=0 turns it off.
+  // `record`: add the implementation record (not for the plain split, built at a call).
+  bool split_post_ops(const PostOps& ops, bool record = true) {
+    if (threads_ != 1 || team_threads_ < 2 || !nn::team_split_enabled()) return false;
+    if (p_.kernel.ndim() != 2 || p_.num_group != 1) return false;
+    const Shape &i = in_shape_, &o = out_shape_;
+    nn::SplitConvShape s{i[0],         i[1],       i[2],         i[3],         o[1],
+                         o[2],         o[3],       p_.kernel[0], p_.kernel[1], p_.stride[0],
+                         p_.stride[1], p_.pad[0],  p_.pad[1],    p_.dilate[0], p_.dilate[1],
+                         in_layout_,   out_layout_};
+    try {
+      split_ = std::make_unique<nn::SplitConv>(s, ops, team_threads_);
+    } catch (const dnnl::error&) {
+      return false;
+    }
+    split_ops_ = ops;
+    if (record) dnnl_util::record_impl(post_ops_label(ops) + split_->impl_info());
+    return true;
+  }
+
+  // Inference calls of a layer with no post-ops fused split too (built at the first one).
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    if (!ctx.is_train && req[0] == Req::kWrite && team_threads_ >= 2 &&
+        in[1].device().type == DeviceType::kCPU) {
+      if (!plain_split_tried_) {
+        // Only where its scratchpads fit in the workspace the bind sized without it.
+        plain_split_tried_ = true;
+        const size_t declared = workspace_bytes();
+        dnnl_util::ThreadCap cap(1);
+        std::unique_ptr<nn::SplitConv> fused = std::move(split_);
+        if (split_post_ops(PostOps{}, /*record=*/false) && split_->workspace_bytes() <= declared)
+          plain_split_ = std::move(split_);
+        split_ = std::move(fused);
+      }
+      if (plain_split_) {
+        dnnl_util::ThreadCap cap(1);
+        plain_split_->forward(in[0].cdata<float>(), in[1], {},
+                              no_bias_ ? nullptr : in[2].cdata<float>(), {}, out[0].data<float>(),
+                              ctx.workspace);
+        return;
+      }
+    }
+    WeightedLayerKernel::forward(ctx, in, req, out);
+  }
+
+  bool forward_split(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,
+                     const PostOps& ops) {
+    if (ctx.is_train || in[1].device().type != DeviceType::kCPU) return false;
+    if (ops.affine != split_ops_.affine || ops.sum != split_ops_.sum ||
+        ops.act.kind != split_ops_.act.kind)
+      return false;
+    const size_t nf = static_cast<size_t>(p_.num_filter);
+    if (ops.affine && (ops.scale.size() != nf || ops.shift.size() != nf)) return false;
+    if (ops.act.kind == FusedActivation::kPrelu && ops.act.slope.size() != nf) return false;
+    dnnl_util::ThreadCap cap(1);
+    split_->forward(in[0].cdata<float>(), in[1], ops.affine ? ops.scale : std::span<const float>(),
+                    fused_bias(in, ops), ops.act.slope, dst.data<float>(), ctx.workspace);
+    return true;
+  }
+
   // Strided 1x1 2-D layers (ResNet's downsampling 1x1 layers and projection shortcuts) as a
   // subsample of the input and a stride-1 1x1 primitive on Loom's layouts
   // (ops/nn/conv_subsample.h), as OpenVINO runs them. oneDNN 2.6's jit_1x1 kernels already
@@ -448,9 +527,9 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     if (p_.kernel.ndim() != 2 || p_.num_group != i[1] || p_.num_filter != i[1]) return false;
     const int block = layout_block(in_layout_);
     if (layout_block(out_layout_) != block) return false;
-    nn::DepthwiseShape s{i[0],         i[1],         i[2],         i[3],         o[2],
-                         o[3],         p_.kernel[0], p_.kernel[1], p_.stride[0], p_.stride[1],
-                         p_.pad[0],    p_.pad[1],    p_.dilate[0], p_.dilate[1], block};
+    nn::DepthwiseShape s{i[0],      i[1],         i[2],         i[3],         o[2],
+                         o[3],      p_.kernel[0], p_.kernel[1], p_.stride[0], p_.stride[1],
+                         p_.pad[0], p_.pad[1],    p_.dilate[0], p_.dilate[1], block};
     if (!nn::depthwise_supported(s)) return false;
     dw_ = std::make_unique<nn::DepthwiseConv>(s, threads_ == 1 ? 1 : omp_get_max_threads());
     dw_ops_ = ops;
@@ -459,11 +538,10 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     return true;
   }
 
-  bool forward_own_depthwise(const OpContext& ctx, std::span<const NDArray> in,
-                             const NDArray& dst, const PostOps& ops) {
+  bool forward_own_depthwise(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,
+                             const PostOps& ops) {
     if (ctx.is_train || in[1].device().type != DeviceType::kCPU) return false;
-    if (ops.affine != dw_ops_.affine || ops.sum != dw_ops_.sum ||
-        ops.act.kind != dw_ops_.act.kind)
+    if (ops.affine != dw_ops_.affine || ops.sum != dw_ops_.sum || ops.act.kind != dw_ops_.act.kind)
       return false;
     const size_t nf = static_cast<size_t>(p_.num_filter);
     if (ops.affine && (ops.scale.size() != nf || ops.shift.size() != nf)) return false;
@@ -471,8 +549,8 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     // Repack the weights (scale folded in) unless they provably did not change.
     const auto& st = in[1].storage();
     const std::span<const float> scale = ops.affine ? ops.scale : std::span<const float>();
-    if (st->escaped() || dw_weights_.owner.lock() != st ||
-        dw_weights_.offset != in[1].offset() || dw_weights_.version != st->version() ||
+    if (st->escaped() || dw_weights_.owner.lock() != st || dw_weights_.offset != in[1].offset() ||
+        dw_weights_.version != st->version() ||
         !std::equal(scale.begin(), scale.end(), dw_weights_.scale.begin(),
                     dw_weights_.scale.end())) {
       dw_->pack_weights(in[1].cdata<float>(), scale);
@@ -485,7 +563,17 @@ class ConvKernel final : public nn::WeightedLayerKernel {
                   int{nn::DepthwiseAct::kRelu} == int{FusedActivation::kRelu});
     const nn::DepthwiseAct act{static_cast<nn::DepthwiseAct::Kind>(ops.act.kind), ops.act.alpha,
                                ops.act.slope};
-    dw_->forward(in[0].cdata<float>(), fused_bias(in, ops), dst.data<float>(), ops.sum, act);
+    if (team_threads_ < 2) {
+      dw_->forward(in[0].cdata<float>(), fused_bias(in, ops), dst.data<float>(), ops.sum, act);
+      return true;
+    }
+    // A small layer: its output rows split over the thread team (as split_post_ops).
+    dw_->set_bias(fused_bias(in, ops));
+    const float* x = in[0].cdata<float>();
+    float* y = dst.data<float>();
+    cpu::ThreadTeam::global().run(team_threads_, [&](int part) {
+      dw_->forward_part(x, y, ops.sum, act, part, team_threads_);
+    });
     return true;
   }
 
@@ -519,7 +607,12 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   PostOps dw_ops_;
   std::unique_ptr<nn::SubsampleConv1x1> sub_;  // strided 1x1 as subsample + stride 1
   PostOps sub_ops_;
-  struct {  // the weights dw_ holds packed: which array, write version and scale
+  std::unique_ptr<nn::SplitConv> split_;        // small layer split over the thread team
+  std::unique_ptr<nn::SplitConv> plain_split_;  // the same without post-ops (forward)
+  bool plain_split_tried_ = false;
+  PostOps split_ops_;
+  int team_threads_ = 0;  // parts when the layer may split (0: it may not)
+  struct {                // the weights dw_ holds packed: which array, write version and scale
     std::weak_ptr<Storage> owner;
     size_t offset = 0;
     uint64_t version = 0;

@@ -104,16 +104,16 @@ void depthwise_row(const DepthwiseShape& s, const float* in, const float* wp, fl
   for (; x < s.ow; ++x) one(x);
 }
 
-// Every output row of every block pair (a lone last block when the count is odd), rows
-// spread over the threads.
+// Output rows [t0, t1) of every block pair (a lone last block when the count is odd), in
+// the order (image, pair, row), spread over the threads.
 template <int B, int KW>
 void depthwise_run(const DepthwiseShape& s, int threads, int64_t x0, int64_t x1, const float* src,
-                   const float* wp, const float* bp, float* dst, bool sum,
-                   const DepthwiseAct& act) {
-  const int64_t nb = s.c / B, pairs = (nb + 1) / 2, rows = s.n * pairs * s.oh;
+                   const float* wp, const float* bp, float* dst, bool sum, const DepthwiseAct& act,
+                   int64_t t0, int64_t t1) {
+  const int64_t nb = s.c / B, pairs = (nb + 1) / 2;
   const int64_t is = s.h * s.w * B, ws = s.kh * s.kw * B, os = s.oh * s.ow * B;
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-  for (int64_t t = 0; t < rows; ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
     const int64_t y = t % s.oh, np = t / s.oh, n = np / pairs, cb = np % pairs * 2;
     Epilogue<B> ep[2];
     for (int k = 0; k < 2 && cb + k < nb; ++k) {
@@ -133,19 +133,19 @@ void depthwise_run(const DepthwiseShape& s, int threads, int64_t x0, int64_t x1,
 template <int B>
 void depthwise_dispatch(const DepthwiseShape& s, int threads, int64_t x0, int64_t x1,
                         const float* src, const float* wp, const float* bp, float* dst, bool sum,
-                        const DepthwiseAct& act) {
+                        const DepthwiseAct& act, int64_t t0, int64_t t1) {
   if (s.kw == 3)
-    depthwise_run<B, 3>(s, threads, x0, x1, src, wp, bp, dst, sum, act);
+    depthwise_run<B, 3>(s, threads, x0, x1, src, wp, bp, dst, sum, act, t0, t1);
   else
-    depthwise_run<B, 0>(s, threads, x0, x1, src, wp, bp, dst, sum, act);
+    depthwise_run<B, 0>(s, threads, x0, x1, src, wp, bp, dst, sum, act, t0, t1);
 }
 
 }  // namespace
 
 bool depthwise_supported(const DepthwiseShape& s) {
-  return (s.block == 8 || s.block == 16) && s.c > 0 && s.c % s.block == 0 && s.n > 0 &&
-         s.h > 0 && s.w > 0 && s.oh > 0 && s.ow > 0 && s.kh > 0 && s.kw > 0 && s.sh > 0 &&
-         s.sw > 0 && s.dh > 0 && s.dw > 0 && s.ph >= 0 && s.pw >= 0;
+  return (s.block == 8 || s.block == 16) && s.c > 0 && s.c % s.block == 0 && s.n > 0 && s.h > 0 &&
+         s.w > 0 && s.oh > 0 && s.ow > 0 && s.kh > 0 && s.kw > 0 && s.sh > 0 && s.sw > 0 &&
+         s.dh > 0 && s.dw > 0 && s.ph >= 0 && s.pw >= 0;
 }
 
 DepthwiseConv::DepthwiseConv(const DepthwiseShape& s, int threads)
@@ -170,14 +170,32 @@ void DepthwiseConv::pack_weights(const float* w, std::span<const float> scale) {
 
 void DepthwiseConv::forward(const float* src, const float* bias, float* dst, bool sum,
                             const DepthwiseAct& act) {
-  const int64_t B = s_.block;
+  set_bias(bias);
+  run_rows(src, dst, sum, act, threads_, 0, rows());
+}
+
+int64_t DepthwiseConv::rows() const { return s_.n * ((s_.c / s_.block + 1) / 2) * s_.oh; }
+
+void DepthwiseConv::set_bias(const float* bias) {
   for (int64_t c = 0; c < s_.c; ++c) bp_[static_cast<size_t>(c)] = bias ? bias[c] : 0.f;
+}
+
+void DepthwiseConv::forward_part(const float* src, float* dst, bool sum, const DepthwiseAct& act,
+                                 int part, int parts) const {
+  const int64_t r = rows();
+  run_rows(src, dst, sum, act, 1, r * part / parts, r * (part + 1) / parts);
+}
+
+void DepthwiseConv::run_rows(const float* src, float* dst, bool sum, const DepthwiseAct& act,
+                             int threads, int64_t t0, int64_t t1) const {
   if (act.kind == DepthwiseAct::kPrelu && act.slope.size() < static_cast<size_t>(s_.c))
     throw std::invalid_argument("DepthwiseConv: PReLU needs one slope per channel");
-  if (B == 16)
-    depthwise_dispatch<16>(s_, threads_, x0_, x1_, src, wp_.data(), bp_.data(), dst, sum, act);
+  if (s_.block == 16)
+    depthwise_dispatch<16>(s_, threads, x0_, x1_, src, wp_.data(), bp_.data(), dst, sum, act, t0,
+                           t1);
   else
-    depthwise_dispatch<8>(s_, threads_, x0_, x1_, src, wp_.data(), bp_.data(), dst, sum, act);
+    depthwise_dispatch<8>(s_, threads, x0_, x1_, src, wp_.data(), bp_.data(), dst, sum, act, t0,
+                          t1);
 }
 
 }  // namespace loom::nn

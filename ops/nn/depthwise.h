@@ -53,9 +53,20 @@ class DepthwiseConv {
   /// `bias` per channel (null: 0), added after the scale. `dst` must not overlap `src`.
   void forward(const float* src, const float* bias, float* dst, bool sum, const DepthwiseAct& act);
 
+  /// forward() in parts for a caller's own threads: set_bias once, then forward_part for
+  /// part = 0 .. parts - 1 (concurrently, any order), each computing its share of the output
+  /// rows on the calling thread.
+  void set_bias(const float* bias);
+  void forward_part(const float* src, float* dst, bool sum, const DepthwiseAct& act, int part,
+                    int parts) const;
+
   const DepthwiseShape& shape() const { return s_; }
 
  private:
+  int64_t rows() const;  // (image, block pair, output row) triples
+  void run_rows(const float* src, float* dst, bool sum, const DepthwiseAct& act, int threads,
+                int64_t t0, int64_t t1) const;
+
   DepthwiseShape s_;
   int threads_;
   int64_t x0_ = 0, x1_ = 0;  // output columns [x0_, x1_) read no padding

@@ -10,6 +10,8 @@
 #include "ops/nn/nn_dtype.h"
 #include "ops/nn/nn_util.h"
 #include "runtime/cpu/thread_cap.h"
+#include "runtime/cpu/thread_team.h"
+#include <omp.h>
 
 namespace loom {
 namespace {
@@ -50,6 +52,9 @@ class LeakyKernel final : public Kernel {
     n_ = s.numel();
     // Small maps (batch 1) on one thread: waking the others costs more than the pass.
     par_ = n_ > 65536 && dnnl_util::parallel_worth(8.0 * static_cast<double>(n_));
+    // Those run their prelu pass split over Loom's thread team instead (LOOM_TEAM_SPLIT=0:
+    // not), whose workers stay awake between back-to-back layers.
+    if (!par_ && n_ > 65536 && !env_off("LOOM_TEAM_SPLIT")) team_parts_ = omp_get_max_threads();
     if (p_.act_type == "prelu") {
       if (s.ndim() < 2) throw ShapeError(what_ + ": prelu needs at least 2-d data");
       channels_ = s[1];
@@ -165,31 +170,46 @@ class LeakyKernel final : public Kernel {
     if (n_ == 0) return;
     const int64_t B = block_, nb = channels_ / B, outer = n_ / (inner_ * channels_);
     const int64_t run = inner_ * B;
+    if (team_parts_ > 1 && outer * nb >= team_parts_) {
+      const int64_t rows = outer * nb;
+      const int parts = team_parts_;
+      cpu::ThreadTeam::global().run(parts, [&](int part) {
+        const int64_t r1 = rows * (part + 1) / parts;
+        for (int64_t r = rows * part / parts; r < r1; ++r)
+          prelu_block(x, gamma, y, r / nb, r % nb, run);
+      });
+      return;
+    }
 #pragma omp parallel for collapse(2) if (par_)
     for (int64_t n = 0; n < outer; ++n)
-      for (int64_t cb = 0; cb < nb; ++cb) {
-        float sl[16];
-        for (int64_t j = 0; j < B; ++j)
-          sl[j] = gamma[(gamma_n_ == 1 ? 0 : n) * gamma_c_ + (gamma_c_ == 1 ? 0 : cb * B + j)];
-        const int64_t base = (n * nb + cb) * run;
-        const float* xs = x + base;
-        float* ys = y + base;
-        // omp simd: in place (xs == ys) defeats the compiler's overlap check, which would
-        // leave a scalar loop with a branch per element (mispredicted on random signs).
-        if (B == 1) {
-          const float a = sl[0];
+      for (int64_t cb = 0; cb < nb; ++cb) prelu_block(x, gamma, y, n, cb, run);
+  }
+
+  // One (sample, channel block) run of prelu_forward.
+  void prelu_block(const float* x, const float* gamma, float* y, int64_t n, int64_t cb,
+                   int64_t run) const {
+    const int64_t B = block_, nb = channels_ / B;
+    float sl[16];
+    for (int64_t j = 0; j < B; ++j)
+      sl[j] = gamma[(gamma_n_ == 1 ? 0 : n) * gamma_c_ + (gamma_c_ == 1 ? 0 : cb * B + j)];
+    const int64_t base = (n * nb + cb) * run;
+    const float* xs = x + base;
+    float* ys = y + base;
+    // omp simd: in place (xs == ys) defeats the compiler's overlap check, which would
+    // leave a scalar loop with a branch per element (mispredicted on random signs).
+    if (B == 1) {
+      const float a = sl[0];
 #pragma omp simd
-          for (int64_t i = 0; i < run; ++i) ys[i] = xs[i] > 0 ? xs[i] : a * xs[i];
-        } else if (B == 16) {
-          for (int64_t i = 0; i < run; i += 16)
+      for (int64_t i = 0; i < run; ++i) ys[i] = xs[i] > 0 ? xs[i] : a * xs[i];
+    } else if (B == 16) {
+      for (int64_t i = 0; i < run; i += 16)
 #pragma omp simd
-            for (int j = 0; j < 16; ++j) ys[i + j] = xs[i + j] > 0 ? xs[i + j] : sl[j] * xs[i + j];
-        } else {
-          for (int64_t i = 0; i < run; i += B)
+        for (int j = 0; j < 16; ++j) ys[i + j] = xs[i + j] > 0 ? xs[i + j] : sl[j] * xs[i + j];
+    } else {
+      for (int64_t i = 0; i < run; i += B)
 #pragma omp simd
-            for (int64_t j = 0; j < B; ++j) ys[i + j] = xs[i + j] > 0 ? xs[i + j] : sl[j] * xs[i + j];
-        }
-      }
+        for (int64_t j = 0; j < B; ++j) ys[i + j] = xs[i + j] > 0 ? xs[i + j] : sl[j] * xs[i + j];
+    }
   }
 
   // gamma's element for data element i (gamma is (gamma_n_, gamma_c_), each 1 or full), in
@@ -222,6 +242,7 @@ class LeakyKernel final : public Kernel {
   std::string what_;
   int64_t n_ = 0, channels_ = 1, inner_ = 1, gamma_n_ = 1, gamma_c_ = 1;
   bool par_ = true;  // forward loops in parallel (not for small maps)
+  int team_parts_ = 0;  // >1: the float32 prelu pass runs in this many parts on the team
   int block_ = 1;
   std::vector<float> slopes_;  // fused_activation: a shared slope per channel
 };

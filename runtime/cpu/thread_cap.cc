@@ -7,6 +7,7 @@
 
 #include "runtime/base.h"
 #include "runtime/cpu/dnnl_util.h"
+#include "runtime/cpu/thread_team.h"
 
 namespace loom::dnnl_util {
 namespace {
@@ -24,8 +25,8 @@ double serial_us() {
   if (!v || !*v) return 80.0;
   char* end = nullptr;
   double d = std::strtod(v, &end);
-  if (end == v || *end || d < 0) throw Error("LOOM_SERIAL_US must be a number >= 0, got '" +
-                                             std::string(v) + "'");
+  if (end == v || *end || d < 0)
+    throw Error("LOOM_SERIAL_US must be a number >= 0, got '" + std::string(v) + "'");
   return d;
 }
 
@@ -39,6 +40,9 @@ int threads_for_work(double flops, double bytes) {
 bool parallel_worth(double bytes) { return threads_for_work(0, bytes) != 1; }
 
 ThreadCap::ThreadCap(int threads) {
+  // An every-thread primitive follows: spinning team workers would take cores from its
+  // OpenMP threads.
+  if (threads != 1) cpu::ThreadTeam::park_global();
   if (threads <= 0 || omp_in_parallel()) return;
   const int now = omp_get_max_threads();
   if (threads >= now) return;

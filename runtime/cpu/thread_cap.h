@@ -22,7 +22,8 @@ bool parallel_worth(double bytes);
 
 /// Caps this thread's OpenMP team size (omp_set_num_threads) for its lifetime when `threads`
 /// is positive and below the current maximum; restores the previous value. Nothing inside a
-/// parallel region.
+/// parallel region. Any other count than 1 also parks Loom's thread team
+/// (runtime/cpu/thread_team.h), whose spinning workers would compete with OpenMP's.
 class ThreadCap {
  public:
   explicit ThreadCap(int threads);
