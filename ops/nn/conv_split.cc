@@ -15,7 +15,8 @@ struct SplitConv::Part {
   dnnl::primitive prim;
   dnnl::memory::desc w_plain, w_chosen, scratch;
   dnnl::memory w;         // the reordered weights (kept between calls)
-  size_t dst_offset = 0;  // floats from Loom's output array to the part's view
+  size_t dst_offset = 0;  // floats from an image of Loom's output array to the part's piece
+  size_t src_offset = 0;  // the same in the input (depthwise; 0: the part reads all of it)
   size_t scratch_offset = 0;
   PrimitiveArgs args;
 };
@@ -54,7 +55,8 @@ SplitConv::SplitConv(const SplitConvShape& s, const PostOps& ops, int parts)
   const int64_t blocks = s.k / block;
   parts = static_cast<int>(std::min<int64_t>(parts, blocks));
   if (parts < 2) throw error(dnnl_unimplemented, "split convolution: fewer than two blocks");
-  const auto src = dnnl_util::layout_md({1, s.c, s.h, s.w}, s.in_layout);
+  if (s.depthwise && (s.c != s.k || layout_block(s.in_layout) != block))
+    throw error(dnnl_unimplemented, "split convolution: depthwise layouts differ");
   primitive_attr attr;
   attr.set_scratchpad_mode(scratchpad_mode::user);
   post_ops po;
@@ -79,11 +81,17 @@ SplitConv::SplitConv(const SplitConvShape& s, const PostOps& ops, int parts)
     // image b are one contiguous piece of a blocked array.
     const auto dst = dnnl_util::layout_md({1, kp, s.oh, s.ow}, s.out_layout);
     part->dst_offset = static_cast<size_t>(part->f0 * s.oh * s.ow);
-    part->w_plain = dnnl_util::plain_md({kp, s.c, s.kh, s.kw});
+    // Ungrouped: all input channels. Depthwise: the part's own input channels, also one
+    // contiguous piece of each image, and weights (kp groups, 1, 1, kh, kw).
+    const int64_t cp = s.depthwise ? kp : s.c;
+    const auto src = dnnl_util::layout_md({1, cp, s.h, s.w}, s.in_layout);
+    part->src_offset = s.depthwise ? static_cast<size_t>(part->f0 * s.h * s.w) : 0;
+    const memory::dims wdims =
+        s.depthwise ? memory::dims{kp, 1, 1, s.kh, s.kw} : memory::dims{kp, s.c, s.kh, s.kw};
+    part->w_plain = dnnl_util::plain_md(wdims);
     convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct, src,
-                                dnnl_util::any_md({kp, s.c, s.kh, s.kw}), dnnl_util::plain_md({kp}),
-                                dst, {s.sh, s.sw}, {s.dh - 1, s.dw - 1}, {s.ph, s.pw},
-                                {s.ph, s.pw});
+                                dnnl_util::any_md(wdims), dnnl_util::plain_md({kp}), dst,
+                                {s.sh, s.sw}, {s.dh - 1, s.dw - 1}, {s.ph, s.pw}, {s.ph, s.pw});
     // PReLU as a post-op where oneDNN's kernel takes it, else as a pass over the part's
     // output right after it (still in cache).
     convolution_forward::primitive_desc pd;
@@ -138,7 +146,8 @@ void SplitConv::forward(const float* src, const NDArray& weights, std::span<cons
   if (escaped || !cache_.valid || cache_.owner.lock() != st || cache_.offset != weights.offset() ||
       cache_.version != version ||
       !std::equal(scale.begin(), scale.end(), cache_.scale.begin(), cache_.scale.end())) {
-    const size_t per = static_cast<size_t>(s_.c * s_.kh * s_.kw), nf = static_cast<size_t>(s_.k);
+    const size_t per = static_cast<size_t>((s_.depthwise ? 1 : s_.c) * s_.kh * s_.kw);
+    const size_t nf = static_cast<size_t>(s_.k);
     const float* w = weights.cdata<float>();
     folded_.resize(nf * per);
     for (size_t f = 0; f < nf; ++f) {
@@ -163,7 +172,7 @@ void SplitConv::forward(const float* src, const NDArray& weights, std::span<cons
     Part& p = *parts_[static_cast<size_t>(i)];
     for (int64_t img = 0; img < s_.n; ++img) {
       float* y = dst + img * dst_image + p.dst_offset;
-      p.args.set(DNNL_ARG_SRC, src + img * src_image);
+      p.args.set(DNNL_ARG_SRC, src + img * src_image + p.src_offset);
       p.args.set(DNNL_ARG_WEIGHTS, p.w.get_data_handle());
       p.args.set(DNNL_ARG_BIAS, b + p.f0);
       p.args.set(DNNL_ARG_DST, y);

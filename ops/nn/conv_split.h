@@ -21,11 +21,14 @@
 
 namespace loom::nn {
 
-/// A 2-D ungrouped convolution on Loom's arrays: input (n, c, h, w) in `in_layout`, output
-/// (n, k, oh, ow) in `out_layout` (channel-blocked), weights (k, c, kh, kw) plain.
+/// A 2-D convolution on Loom's arrays: input (n, c, h, w) in `in_layout`, output
+/// (n, k, oh, ow) in `out_layout` (channel-blocked), weights (k, c, kh, kw) plain; or, with
+/// `depthwise`, one group per channel (k == c, weights (k, 1, kh, kw), both layouts blocked
+/// alike): a part then reads only its own channels.
 struct SplitConvShape {
   int64_t n, c, h, w, k, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
   Layout in_layout, out_layout;
+  bool depthwise = false;
 };
 
 class SplitConv {

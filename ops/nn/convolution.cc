@@ -340,21 +340,22 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   // Layers the one-thread policy caps (threads_ == 1) split by output channel blocks over
   // Loom's thread team, one one-thread oneDNN primitive per team thread
   // (ops/nn/conv_split.h): with passive OpenMP waiting an OpenMP region would cost more than
-  // such a layer, while the team's workers spin between back-to-back layers. 2-D ungrouped
-  // layers with a channel-blocked output of at least two blocks, where the direct algorithm
-  // would run: layers that take Winograd 2x3 or Loom's own Winograd, a weight-bound layer's
-  // brgemm kernel (own_layout_post_ops) or the strided-1x1 subsample keep them (a 7x7x128
+  // such a layer, while the team's workers spin between back-to-back layers. 2-D ungrouped or
+  // depthwise layers with a channel-blocked output of at least two blocks, where the direct
+  // algorithm would run: layers that take Winograd 2x3 or Loom's own Winograd, a weight-bound
+  // layer's brgemm kernel (own_layout_post_ops) or the strided-1x1 subsample keep them (a 7x7x128
   // 3x3 layer at batch 1 was faster on one thread with Winograd 2x3 than split in two with
   // direct kernels). LOOM_TEAM_SPLIT=0 turns it off.
   // `record`: add the implementation record (not for the plain split, built at a call).
   bool split_post_ops(const PostOps& ops, bool record = true) {
     if (threads_ != 1 || team_threads_ < 2 || !nn::team_split_enabled()) return false;
-    if (p_.kernel.ndim() != 2 || p_.num_group != 1) return false;
     const Shape &i = in_shape_, &o = out_shape_;
-    nn::SplitConvShape s{i[0],         i[1],       i[2],         i[3],         o[1],
-                         o[2],         o[3],       p_.kernel[0], p_.kernel[1], p_.stride[0],
-                         p_.stride[1], p_.pad[0],  p_.pad[1],    p_.dilate[0], p_.dilate[1],
-                         in_layout_,   out_layout_};
+    const bool depthwise = p_.num_group == i[1] && p_.num_filter == i[1] && p_.num_group > 1;
+    if (p_.kernel.ndim() != 2 || (p_.num_group != 1 && !depthwise)) return false;
+    nn::SplitConvShape s{i[0],         i[1],        i[2],         i[3],         o[1],
+                         o[2],         o[3],        p_.kernel[0], p_.kernel[1], p_.stride[0],
+                         p_.stride[1], p_.pad[0],   p_.pad[1],    p_.dilate[0], p_.dilate[1],
+                         in_layout_,   out_layout_, depthwise};
     try {
       split_ = std::make_unique<nn::SplitConv>(s, ops, team_threads_);
     } catch (const dnnl::error&) {

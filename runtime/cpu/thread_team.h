@@ -61,6 +61,7 @@ class ThreadTeam {
   /// child, and for kStallBackoffMs after a run whose caller waited for a worker much longer
   /// than its own share took (over 300 us and 3x): a preempted worker, as when another
   /// process uses the cores, would otherwise hold up every run by a scheduler time slice.
+  /// Stalls soon after the last serial stretch double it, up to kStallBackoffMaxMs.
   void run(int parts, PartFn fn);
 
   /// Spinning workers block now instead of at the end of their spin budget (cheap; nothing
@@ -70,7 +71,7 @@ class ThreadTeam {
   /// Runs in which the caller waited for a preempted worker (each then makes the next
   /// kStallBackoffMs of runs serial).
   long stalls() const { return stalls_.load(std::memory_order_relaxed); }
-  static constexpr int kStallBackoffMs = 100;
+  static constexpr int kStallBackoffMs = 100, kStallBackoffMaxMs = 1600;
 
   /// Parks the process-wide team if it exists (for code about to run an every-thread
   /// OpenMP region).
@@ -101,6 +102,7 @@ class ThreadTeam {
   std::condition_variable sleep_cv_;
   const PartFn* fn_ = nullptr;                            // valid while a run is in progress
   std::chrono::steady_clock::time_point serial_until_{};  // under run_mu_
+  std::chrono::milliseconds backoff_{kStallBackoffMs};    // under run_mu_
   std::atomic<long> stalls_{0};
   std::mutex err_mu_;
   std::exception_ptr err_;

@@ -123,7 +123,8 @@ std::string tsplit_s(int64_t v) { return std::to_string(v); }
 struct TsplitCase {
   int64_t n, c, f, hw, k, stride;
   bool bias, bn, sum;
-  std::string act;  // "", "relu", "leaky", "prelu"
+  std::string act;         // "", "relu", "leaky", "prelu"
+  bool depthwise = false;  // one group per channel (f == c)
 };
 
 // data -> 1x1 stem (ReLU) -> the layer (conv [+BN] [+ res] [act]) -> 1x1 head: the layer's
@@ -142,6 +143,7 @@ Symbol tsplit_net(const TsplitCase& t) {
                          {"pad", "(" + p + "," + p + ")"},
                          {"stride", "(" + s + "," + s + ")"},
                          {"num_filter", tsplit_s(t.f)},
+                         {"num_group", tsplit_s(t.depthwise ? t.c : 1)},
                          {"no_bias", t.bias ? "False" : "True"}},
                         "layer");
   if (t.bn) y = Symbol::Op("BatchNorm", {y}, {{"fix_gamma", "False"}}, "layer_bn");
@@ -162,10 +164,11 @@ Symbol tsplit_net(const TsplitCase& t) {
                     {{"kernel", "(1,1)"}, {"num_filter", "16"}, {"no_bias", "True"}}, "head");
 }
 
-// Naive NCHW convolution (pad k/2, no bias) in double.
+// Naive NCHW convolution (pad k/2, no bias) in double; `depthwise`: output channel o reads
+// input channel o only, weights (f, 1, k, k).
 std::vector<double> tsplit_conv(const std::vector<double>& x, int64_t n, int64_t c, int64_t h,
                                 int64_t w, const std::vector<float>& wt, int64_t f, int64_t k,
-                                int64_t stride, int64_t* oh_out) {
+                                int64_t stride, int64_t* oh_out, bool depthwise = false) {
   const int64_t pad = k / 2, oh = (h + 2 * pad - k) / stride + 1,
                 ow = (w + 2 * pad - k) / stride + 1;
   std::vector<double> y(static_cast<size_t>(n * f * oh * ow), 0.0);
@@ -174,13 +177,14 @@ std::vector<double> tsplit_conv(const std::vector<double>& x, int64_t n, int64_t
       for (int64_t r = 0; r < oh; ++r)
         for (int64_t q = 0; q < ow; ++q) {
           double acc = 0;
-          for (int64_t i = 0; i < c; ++i)
+          for (int64_t i = depthwise ? o : 0; i < (depthwise ? o + 1 : c); ++i)
             for (int64_t u = 0; u < k; ++u)
               for (int64_t v = 0; v < k; ++v) {
                 const int64_t yy = r * stride - pad + u, xx = q * stride - pad + v;
                 if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+                const int64_t wi = depthwise ? (o * k + u) * k + v : ((o * c + i) * k + u) * k + v;
                 acc += x[static_cast<size_t>(((b * c + i) * h + yy) * w + xx)] *
-                       wt[static_cast<size_t>(((o * c + i) * k + u) * k + v)];
+                       wt[static_cast<size_t>(wi)];
               }
           y[static_cast<size_t>(((b * f + o) * oh + r) * ow + q)] = acc;
         }
@@ -234,7 +238,8 @@ std::vector<double> tsplit_reference(const TsplitCase& t, TsplitRun& r) {
   int64_t oh = 0;
   auto stem = tsplit_conv(x, t.n, 8, h, w, v["stem_weight"], t.c, 1, 1, &oh);
   for (auto& e : stem) e = std::max(e, 0.0);
-  auto y = tsplit_conv(stem, t.n, t.c, h, w, v["layer_weight"], t.f, t.k, t.stride, &oh);
+  auto y =
+      tsplit_conv(stem, t.n, t.c, h, w, v["layer_weight"], t.f, t.k, t.stride, &oh, t.depthwise);
   const int64_t hw = oh * oh;
   std::vector<double> res;
   if (t.sum) res = tsplit_conv(stem, t.n, t.c, h, w, v["res_weight"], t.f, 1, t.stride, &oh);
@@ -257,18 +262,20 @@ std::vector<double> tsplit_reference(const TsplitCase& t, TsplitRun& r) {
   return tsplit_conv(y, t.n, t.f, oh, oh, v["head_weight"], 16, 1, 1, &oh);
 }
 
-void tsplit_check(const TsplitCase& t, int threads, bool fuse_act = true) {
-  SCOPED_TRACE("n=" + tsplit_s(t.n) + " c=" + tsplit_s(t.c) + " f=" + tsplit_s(t.f) +
-               " k=" + tsplit_s(t.k) + " stride=" + tsplit_s(t.stride) +
-               " bias=" + tsplit_s(t.bias) + " bn=" + tsplit_s(t.bn) + " sum=" + tsplit_s(t.sum) +
-               " act=" + t.act + " threads=" + tsplit_s(threads));
+// `split_known`: the layer runs split convolution primitives (not Loom's own depthwise kernel,
+// which splits its rows instead and which PReLU layers take where their layouts allow).
+void tsplit_check(const TsplitCase& t, int threads, bool fuse_act = true, bool split_known = true) {
+  SCOPED_TRACE("n=" + tsplit_s(t.n) + " c=" + tsplit_s(t.c) + " f=" + tsplit_s(t.f) + " k=" +
+               tsplit_s(t.k) + " stride=" + tsplit_s(t.stride) + " bias=" + tsplit_s(t.bias) +
+               " bn=" + tsplit_s(t.bn) + " sum=" + tsplit_s(t.sum) + " act=" + t.act +
+               " depthwise=" + tsplit_s(t.depthwise) + " threads=" + tsplit_s(threads));
   const Symbol sym = tsplit_net(t);
   const Shape data{t.n, 8, t.hw, t.hw};
   auto on = tsplit_run(sym, data, "1", threads, fuse_act);
   auto off = tsplit_run(sym, data, "0", threads, fuse_act);
   EXPECT_FALSE(off.split);
   // Every layer here is below the one-thread threshold and has channel-blocked arrays.
-  EXPECT_TRUE(on.split);
+  if (split_known) EXPECT_TRUE(on.split);
   const auto ref = tsplit_reference(t, on);
   ASSERT_EQ(on.out.size(), ref.size());
   ASSERT_EQ(off.out.size(), ref.size());
@@ -303,6 +310,17 @@ TEST(TeamSplitConv, ThreeByThreeLayersMatchReference) {
     tsplit_check({n, 16, 80, 12, 3, 2, false, true, false, "relu"}, 3);
   }
   tsplit_check({1, 32, 128, 5, 3, 1, false, false, false, ""}, 4);
+}
+
+// Depthwise layers with ReLU or no activation (oneDNN's depthwise kernel, one primitive per
+// part on its own channels; PReLU takes Loom's own depthwise kernel, split by rows).
+TEST(TeamSplitConv, DepthwiseLayersMatchReference) {
+  for (int64_t n : {1, 2}) {
+    tsplit_check({n, 48, 48, 9, 3, 1, false, true, false, "relu", true}, 2);
+    tsplit_check({n, 80, 80, 10, 3, 2, true, true, true, "", true}, 3);
+  }
+  tsplit_check({1, 128, 128, 7, 3, 1, false, true, false, "prelu", true}, 2, true, false);
+  tsplit_check({1, 272, 272, 7, 3, 1, false, true, false, "relu", true}, 4);
 }
 
 // A few MobileFaceNet-style blocks (stem, depthwise + PReLU, pointwise, linear projection with
