@@ -205,6 +205,37 @@ class ConvKernel final : public nn::WeightedLayerKernel {
                            std::to_string(p_.num_group) + " " + layer_->impl_info());
     desc_ = "Convolution " + a.in_shapes[0].str() + " w" + ws.str() + " g" +
             std::to_string(p_.num_group);
+    own_winograd_training(a);
+  }
+
+  // The training forward and the data gradient through Loom's own Winograd where
+  // own_winograd_training chose it; small inference layers split over the team
+  // (forward_plain_split); the rest on oneDNN.
+  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
+               std::span<const NDArray> out) override {
+    // Inference keeps oneDNN's forward with its cached weight reorder (fused layers take
+    // wino_ instead).
+    if (!wino_fwd_ || !ctx.is_train || req[0] == Req::kNull ||
+        in[1].device().type != DeviceType::kCPU) {
+      if (!forward_plain_split(ctx, in, req, out)) WeightedLayerKernel::forward(ctx, in, req, out);
+      return;
+    }
+    dnnl_util::ThreadCap cap(threads_);
+    const float* b = no_bias_ ? nullptr : in[2].cdata<float>();
+    wino_fwd_->forward(in[0].cdata<float>(), in[1], {}, b, out[0].data<float>(),
+                       nn::is_add(req[0]), FusedActivation{}, ctx.workspace);
+  }
+  void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
+                std::span<const NDArray> out, std::span<const Req> req,
+                std::span<const NDArray> ig) override {
+    if (!wino_bwd_ || req[0] == Req::kNull || in[1].device().type != DeviceType::kCPU)
+      return WeightedLayerKernel::backward(ctx, og, in, out, req, ig);
+    std::vector<Req> rest(req.begin(), req.end());
+    rest[0] = Req::kNull;  // weights and bias on oneDNN, then the data gradient here
+    WeightedLayerKernel::backward(ctx, og, in, out, rest, ig);
+    dnnl_util::ThreadCap cap(threads_);
+    wino_bwd_->forward(og[0].cdata<float>(), in[1], {}, nullptr, ig[0].data<float>(),
+                       nn::is_add(req[0]), FusedActivation{}, ctx.workspace);
   }
 
   // Inference post-ops: a following BatchNorm folded into the weights and bias, a residual
@@ -331,9 +362,9 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   }
 
   size_t workspace_bytes() const override {
-    return std::max({layer_->workspace_bytes(), wino_ ? wino_->workspace_bytes() : size_t{0},
-                     sub_ ? sub_->workspace_bytes() : size_t{0},
-                     split_ ? split_->workspace_bytes() : size_t{0}});
+    auto of = [](const auto& k) { return k ? k->workspace_bytes() : size_t{0}; };
+    return std::max({layer_->workspace_bytes(), of(wino_), of(sub_), of(split_), of(wino_fwd_),
+                     of(wino_bwd_)});
   }
 
  private:
@@ -367,8 +398,9 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   }
 
   // Inference calls of a layer with no post-ops fused split too (built at the first one).
-  void forward(const OpContext& ctx, std::span<const NDArray> in, std::span<const Req> req,
-               std::span<const NDArray> out) override {
+  // False: not split, run the plain forward.
+  bool forward_plain_split(const OpContext& ctx, std::span<const NDArray> in,
+                           std::span<const Req> req, std::span<const NDArray> out) {
     if (!ctx.is_train && req[0] == Req::kWrite && team_threads_ >= 2 &&
         in[1].device().type == DeviceType::kCPU) {
       if (!plain_split_tried_) {
@@ -386,10 +418,10 @@ class ConvKernel final : public nn::WeightedLayerKernel {
         plain_split_->forward(in[0].cdata<float>(), in[1], {},
                               no_bias_ ? nullptr : in[2].cdata<float>(), {}, out[0].data<float>(),
                               ctx.workspace);
-        return;
+        return true;
       }
     }
-    WeightedLayerKernel::forward(ctx, in, req, out);
+    return false;
   }
 
   bool forward_split(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,
@@ -502,6 +534,44 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     return true;
   }
 
+  // Loom's Winograd F(4x4, 3x3) for the forward and the data gradient of 3x3 stride-1 layers
+  // where oneDNN has no Winograd (AVX2 in oneDNN 2.6): the data gradient of a 3x3 stride-1
+  // convolution is itself one, over the output gradient with the weights transposed and
+  // rotated (pad 2 - pad). Same shape limits as in inference (enough tiles, at most
+  // kOwnWinogradMaxWeightBytes of transformed weights); the transformed weights go into the
+  // shared workspace each call (they change every step). Weight and bias gradients stay on
+  // oneDNN. LOOM_CONV_OWN_WINOGRAD_TRAIN=0 turns it off, =1 takes every shape it can (tests),
+  // =all also where oneDNN has Winograd.
+  void own_winograd_training(const KernelArgs& a) {
+    const char* env = std::getenv("LOOM_CONV_OWN_WINOGRAD_TRAIN");
+    const std::string mode = env ? env : "";
+    if (mode == "0" || !winograd_shape() || p_.pad[0] > 2 || p_.pad[1] > 2) return;
+    if (mode != "1" && mode != "all" && dnnl_util::has_winograd()) return;
+    const int block = layout_block(in_layout_);
+    if (block < 8 || layout_block(out_layout_) != block ||
+        layout_block(a.layout(LayoutSlot::kInGrad, 0)) != block ||
+        layout_block(a.layout(LayoutSlot::kOutGrad, 0)) != block)
+      return;
+    const Shape &i = in_shape_, &o = out_shape_;
+    nn::WinogradShape fs{i[0], i[1], i[2], i[3], o[1], o[2], o[3], p_.pad[0], p_.pad[1], block};
+    nn::WinogradShape bs{o[0], o[1], o[2], o[3], i[1],          i[2],
+                         i[3], 2 - p_.pad[0], 2 - p_.pad[1], block, /*data_grad=*/true};
+    if (fs.c % block || fs.k % block) return;
+    if (mode != "1" &&
+        (fs.tiles() < kOwnWinogradMinTiles || fs.weight_bytes() > kOwnWinogradMaxWeightBytes))
+      return;
+    dnnl_util::ThreadCap cap(threads_);
+    try {
+      wino_fwd_ = std::make_unique<nn::WinogradConv>(fs, -1, /*cache_weights=*/false);
+      wino_bwd_ = std::make_unique<nn::WinogradConv>(bs, -1, /*cache_weights=*/false);
+    } catch (const dnnl::error&) {
+      wino_fwd_.reset();
+      wino_bwd_.reset();
+      return;
+    }
+    dnnl_util::record_impl(desc_ + " training fwd+bwd_data " + wino_fwd_->impl_info());
+  }
+
   // The bias after a folded BatchNorm (b * scale + shift) in fused_bias_, or the plain bias,
   // or null for none.
   const float* fused_bias(std::span<const NDArray> in, const PostOps& ops) {
@@ -603,6 +673,8 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   Shape in_shape_, out_shape_;
   Layout in_layout_ = Layout::kPlain, out_layout_ = Layout::kPlain;
   std::unique_ptr<nn::WinogradConv> wino_;  // own inference Winograd (replaces post-ops)
+  // own Winograd for the plain forward and the data gradient (own_winograd_training)
+  std::unique_ptr<nn::WinogradConv> wino_fwd_, wino_bwd_;
   PostOps wino_ops_;
   std::unique_ptr<nn::DepthwiseConv> dw_;  // own inference depthwise (replaces post-ops)
   PostOps dw_ops_;

@@ -164,7 +164,8 @@ void run_chunked(const WinogradShape& s, int64_t chunk, const float* src, char* 
 
 }  // namespace
 
-WinogradConv::WinogradConv(const WinogradShape& s, int64_t chunk_tiles) : s_(s), tiles_(s.tiles()) {
+WinogradConv::WinogradConv(const WinogradShape& s, int64_t chunk_tiles, bool cache_weights)
+    : s_(s), tiles_(s.tiles()), cache_weights_(cache_weights) {
   using namespace dnnl;
   if (s.block != 8 && s.block != 16) throw Error("Winograd: channel block must be 8 or 16");
   if (s.c % s.block || s.k % s.block)
@@ -209,38 +210,67 @@ size_t WinogradConv::per_thread_bytes() const {
 }
 
 size_t WinogradConv::workspace_bytes() const {
-  return per_thread_bytes() * static_cast<size_t>(chunk_ ? threads_ : 1);
+  const size_t threads = per_thread_bytes() * static_cast<size_t>(chunk_ ? threads_ : 1);
+  return cache_weights_ ? threads : threads + align64(u_md_.get_size());
 }
 
 void WinogradConv::transform_weights(const float* w, std::span<const float> scale, float* u) const {
+  // One input channel at a time over runs of up to kRun output channels, the output channel
+  // innermost so that the double arithmetic vectorises (per (k, c) pair the same operations
+  // in the same order as weight_1d: the result is identical).
+  constexpr int64_t kRun = 64;
   const int64_t c_n = s_.c, k_n = s_.k;
 #pragma omp parallel for schedule(static)
-  for (int64_t k = 0; k < k_n; ++k) {
-    const double sc = scale.empty() ? 1.0 : scale[static_cast<size_t>(k)];
-    for (int64_t c = 0; c < c_n; ++c) {
-      const float* g = w + (k * c_n + c) * 9;
-      double rows[6][3], col[3], res[6];
-      for (int j = 0; j < 3; ++j) {  // G g: along the kernel's rows
-        for (int i = 0; i < 3; ++i) col[i] = g[i * 3 + j];
-        weight_1d(col, res);
-        for (int i = 0; i < 6; ++i) rows[i][j] = res[i];
+  for (int64_t c = 0; c < c_n; ++c) {
+    double g[9][kRun], rows[6][3][kRun], res[6][6][kRun];
+    for (int64_t k0 = 0; k0 < k_n; k0 += kRun) {
+      const int64_t kn = std::min(kRun, k_n - k0);
+      for (int64_t q = 0; q < kn; ++q) {
+        const int64_t k = k0 + q;
+        // A data gradient's kernel (k, c) is the forward layer's (c, k) rotated by 180
+        // degrees.
+        for (int e = 0; e < 9; ++e)
+          g[e][q] = s_.data_grad ? w[(c * k_n + k) * 9 + 8 - e] : w[(k * c_n + c) * 9 + e];
       }
-      for (int i = 0; i < 6; ++i) {  // (G g) G^T
-        weight_1d(rows[i], res);
-        for (int j = 0; j < 6; ++j)
-          u[((i * 6 + j) * c_n + c) * k_n + k] = static_cast<float>(res[j] * sc);
+      for (int j = 0; j < 3; ++j)  // G g: along the kernel's rows
+        for (int64_t q = 0; q < kn; ++q) {
+          const double col[3] = {g[j][q], g[3 + j][q], g[6 + j][q]};
+          double r[6];
+          weight_1d(col, r);
+          for (int i = 0; i < 6; ++i) rows[i][j][q] = r[i];
+        }
+      for (int i = 0; i < 6; ++i)  // (G g) G^T
+        for (int64_t q = 0; q < kn; ++q) {
+          const double row[3] = {rows[i][0][q], rows[i][1][q], rows[i][2][q]};
+          double r[6];
+          weight_1d(row, r);
+          const double sc = scale.empty() ? 1.0 : scale[static_cast<size_t>(k0 + q)];
+          for (int j = 0; j < 6; ++j) res[i][j][q] = r[j] * sc;
+        }
+      for (int p = 0; p < 36; ++p) {
+        float* out = u + (p * c_n + c) * k_n + k0;
+        for (int64_t q = 0; q < kn; ++q) out[q] = static_cast<float>(res[p / 6][p % 6][q]);
       }
     }
   }
 }
 
-void WinogradConv::forward(const float* src, const NDArray& weights, std::span<const float> scale,
-                           const float* bias, float* dst, bool sum, const FusedActivation& act,
-                           void* workspace) {
-  char* ws = static_cast<char*>(workspace);
-  float* v = reinterpret_cast<float*>(ws);
-  float* m = reinterpret_cast<float*>(ws + align64(v_md_.get_size()));
-
+void* WinogradConv::weights_for_call(const NDArray& weights, std::span<const float> scale,
+                                     char* ws) {
+  auto transform_into = [&](void* u) {
+    if (u_bridge_.same()) {
+      transform_weights(weights.cdata<float>(), scale, static_cast<float*>(u));
+    } else {  // a temporary from the heap, not the kernel workspace (36 c k floats)
+      std::vector<float> plain(static_cast<size_t>(u_plain_md_.get_size() / sizeof(float)));
+      transform_weights(weights.cdata<float>(), scale, plain.data());
+      u_bridge_.to_chosen(plain.data(), u);
+    }
+  };
+  if (!cache_weights_) {
+    void* u = ws + per_thread_bytes() * static_cast<size_t>(chunk_ ? threads_ : 1);
+    transform_into(u);
+    return u;
+  }
   const auto& st = weights.storage();
   const bool cacheable = !st->escaped();
   const uint64_t version = st->version();
@@ -249,13 +279,7 @@ void WinogradConv::forward(const float* src, const NDArray& weights, std::span<c
       !std::equal(scale.begin(), scale.end(), cache_.scale.begin(), cache_.scale.end())) {
     if (cache_.buffer.is_none())
       cache_.buffer = NDArray(Shape{static_cast<int64_t>(u_md_.get_size())}, DType::kUint8);
-    if (u_bridge_.same()) {
-      transform_weights(weights.cdata<float>(), scale, static_cast<float*>(cache_.buffer.raw()));
-    } else {  // a temporary from the heap, not the kernel workspace (36 c k floats)
-      std::vector<float> u(static_cast<size_t>(u_plain_md_.get_size() / sizeof(float)));
-      transform_weights(weights.cdata<float>(), scale, u.data());
-      u_bridge_.to_chosen(u.data(), cache_.buffer.raw());
-    }
+    transform_into(cache_.buffer.raw());
     if (cacheable) {
       cache_.owner = st;
       cache_.offset = weights.offset();
@@ -265,13 +289,24 @@ void WinogradConv::forward(const float* src, const NDArray& weights, std::span<c
       cache_.owner.reset();
     }
   }
+  return cache_.buffer.raw();
+}
+
+void WinogradConv::forward(const float* src, const NDArray& weights, std::span<const float> scale,
+                           const float* bias, float* dst, bool sum, const FusedActivation& act,
+                           void* workspace) {
+  char* ws = static_cast<char*>(workspace);
+  float* v = reinterpret_cast<float*>(ws);
+  float* m = reinterpret_cast<float*>(ws + align64(v_md_.get_size()));
+
+  void* u = weights_for_call(weights, scale, ws);
 
   const bool relu = act.kind == FusedActivation::kRelu || act.kind == FusedActivation::kLeaky;
   const float alpha = act.kind == FusedActivation::kLeaky ? act.alpha : 0.f;
   auto matmul = [&](float* v, float* m, void* sp) {
     auto& a = args_[chunk_ ? static_cast<size_t>(omp_get_thread_num()) : 0];
     a.set(DNNL_ARG_SRC, v);
-    a.set(DNNL_ARG_WEIGHTS, cache_.buffer.raw());
+    a.set(DNNL_ARG_WEIGHTS, u);
     a.set(DNNL_ARG_DST, m);
     if (sp_md_.get_size()) a.set(DNNL_ARG_SCRATCHPAD, sp);
     a.execute(*matmul_);

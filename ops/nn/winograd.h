@@ -32,6 +32,10 @@ namespace loom::nn {
 struct WinogradShape {
   int64_t n, c, h, w, k, oh, ow, pad_h, pad_w;
   int block;
+  /// The data gradient of a forward layer: the weights passed to forward() are the forward
+  /// layer's, (c, k, 3, 3) here, used transposed and rotated by 180 degrees (pad = 2 - the
+  /// forward pad).
+  bool data_grad = false;
   /// Tiles of 4x4 outputs over the whole batch.
   int64_t tiles() const { return n * ((oh + 3) / 4) * ((ow + 3) / 4); }
   /// Bytes of the transformed weights (36 x c x k floats).
@@ -44,7 +48,10 @@ class WinogradConv {
   /// OpenMP thread count. Large batches run in chunks of tiles, one thread per chunk (about
   /// 4 MB of transformed data each; LOOM_CONV_WINOGRAD_CHUNKS=0: the whole batch at once);
   /// `chunk_tiles` >= 0 sets the chunk instead (0: whole; tests).
-  explicit WinogradConv(const WinogradShape& s, int64_t chunk_tiles = -1);
+  /// `cache_weights` = false (training, where the weights change every step): no transformed
+  /// weights are kept between calls; they go into the workspace, so layers share the memory.
+  explicit WinogradConv(const WinogradShape& s, int64_t chunk_tiles = -1,
+                        bool cache_weights = true);
 
   /// Scratch for the transformed input and products, and the matmul's scratchpad.
   size_t workspace_bytes() const;
@@ -62,6 +69,9 @@ class WinogradConv {
  private:
   void transform_weights(const float* w, std::span<const float> scale, float* u) const;
   size_t per_thread_bytes() const;
+  // Transformed weights in the matmul's layout: the cache, or workspace after the threads'
+  // slices when weights are not cached.
+  void* weights_for_call(const NDArray& weights, std::span<const float> scale, char* ws);
 
   WinogradShape s_;
   int64_t tiles_ = 0;
@@ -72,6 +82,7 @@ class WinogradConv {
   std::vector<PrimitiveArgs> args_;  // the matmul's memory arguments, one set per thread
   dnnl_util::LayoutBridge u_bridge_;
   std::string impl_;
+  bool cache_weights_ = true;
   struct Cache {
     std::weak_ptr<Storage> owner;
     size_t offset = 0;

@@ -149,6 +149,7 @@ void rethrow(const dnnl::error& e, const std::string& what) {
 
 namespace {
 std::mutex impl_mu;
+uint64_t impl_count = 0;  // lines ever recorded, under impl_mu
 std::vector<std::string>& impl_lines() {
   static auto* v = new std::vector<std::string>;
   return *v;
@@ -160,11 +161,25 @@ void record_impl(const std::string& line) {
   auto& v = impl_lines();
   if (v.size() >= 256) v.erase(v.begin());
   v.push_back(line);
+  ++impl_count;
 }
 
 std::vector<std::string> recorded_impls() {
   std::lock_guard<std::mutex> lk(impl_mu);
   return impl_lines();
+}
+
+uint64_t recorded_impl_count() {
+  std::lock_guard<std::mutex> lk(impl_mu);
+  return impl_count;
+}
+
+std::vector<std::string> recorded_impls_since(uint64_t mark) {
+  std::lock_guard<std::mutex> lk(impl_mu);
+  const auto& v = impl_lines();
+  const uint64_t newer = impl_count > mark ? impl_count - mark : 0;
+  const size_t keep = static_cast<size_t>(std::min<uint64_t>(newer, v.size()));
+  return std::vector<std::string>(v.end() - static_cast<long>(keep), v.end());
 }
 
 void add_to(float* dst, const float* src, int64_t n) {

@@ -55,6 +55,10 @@ void execute(const dnnl::primitive& prim, const std::unordered_map<int, memory>&
 void record_impl(const std::string& line);
 /// Every line recorded so far, oldest first (capped to the last 256).
 std::vector<std::string> recorded_impls();
+/// How many lines were ever recorded (not capped): a mark for recorded_impls_since.
+uint64_t recorded_impl_count();
+/// The lines recorded after `mark` (a recorded_impl_count() value) that the cap kept.
+std::vector<std::string> recorded_impls_since(uint64_t mark);
 
 /// Adds n floats: dst[i] += src[i].
 void add_to(float* dst, const float* src, int64_t n);
