@@ -30,7 +30,12 @@ double serial_us() {
   return d;
 }
 
+// The OpenMP thread count this thread had before its outermost active ThreadCap.
+thread_local int cap_uncapped = 0;
+
 }  // namespace
+
+int uncapped_max_threads() { return cap_uncapped > 0 ? cap_uncapped : omp_get_max_threads(); }
 
 int threads_for_work(double flops, double bytes) {
   if (env_off("LOOM_SERIAL_SMALL_OPS")) return 0;
@@ -47,11 +52,16 @@ ThreadCap::ThreadCap(int threads) {
   const int now = omp_get_max_threads();
   if (threads >= now) return;
   previous_ = now;
+  if (cap_uncapped == 0) {
+    cap_uncapped = now;
+    outermost_ = true;
+  }
   omp_set_num_threads(threads);
 }
 
 ThreadCap::~ThreadCap() {
   if (previous_ > 0) omp_set_num_threads(previous_);
+  if (outermost_) cap_uncapped = 0;
 }
 
 }  // namespace loom::dnnl_util

@@ -20,6 +20,10 @@ int threads_for_work(double flops, double bytes);
 /// the same estimate as threads_for_work.
 bool parallel_worth(double bytes);
 
+/// omp_get_max_threads() as it was before this thread's active ThreadCaps (what
+/// OMP_NUM_THREADS / --threads set), for code that sizes its own threads inside a cap.
+int uncapped_max_threads();
+
 /// Caps this thread's OpenMP team size (omp_set_num_threads) for its lifetime when `threads`
 /// is positive and below the current maximum; restores the previous value. Nothing inside a
 /// parallel region. Any other count than 1 also parks Loom's thread team
@@ -33,6 +37,7 @@ class ThreadCap {
 
  private:
   int previous_ = 0;
+  bool outermost_ = false;  // this cap recorded the uncapped count
 };
 
 }  // namespace loom::dnnl_util

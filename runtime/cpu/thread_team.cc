@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runtime/base.h"
+#include "runtime/cpu/thread_cap.h"
 
 namespace loom::cpu {
 namespace {
@@ -47,7 +48,8 @@ ThreadTeam::~ThreadTeam() {
 }
 
 ThreadTeam& ThreadTeam::global() {
-  static ThreadTeam team(omp_get_max_threads(), team_spin_us_from_env());
+  // Often first used inside a ThreadCap(1) (a small layer's call): its uncapped count.
+  static ThreadTeam team(dnnl_util::uncapped_max_threads(), team_spin_us_from_env());
   static const bool registered = [] {
     pthread_atfork(nullptr, nullptr, [] { team_forked.store(true); });
     team_global_ptr.store(&team);
@@ -56,6 +58,8 @@ ThreadTeam& ThreadTeam::global() {
   (void)registered;
   return team;
 }
+
+const ThreadTeam* ThreadTeam::existing() { return team_global_ptr.load(); }
 
 void ThreadTeam::park_global() {
   if (ThreadTeam* t = team_global_ptr.load(std::memory_order_relaxed)) t->park();

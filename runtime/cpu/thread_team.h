@@ -47,7 +47,8 @@ class ThreadTeam {
   ThreadTeam& operator=(const ThreadTeam&) = delete;
 
   /// The process-wide team: omp_get_max_threads() of its first caller threads (so
-  /// OMP_NUM_THREADS and --threads), LOOM_TEAM_SPIN_US spin. Created on first use.
+  /// OMP_NUM_THREADS and --threads; the count before a ThreadCap when called inside one),
+  /// LOOM_TEAM_SPIN_US spin. Created on first use.
   static ThreadTeam& global();
 
   /// Threads of the team, the caller included.
@@ -72,6 +73,9 @@ class ThreadTeam {
   /// kStallBackoffMs of runs serial).
   long stalls() const { return stalls_.load(std::memory_order_relaxed); }
   static constexpr int kStallBackoffMs = 100, kStallBackoffMaxMs = 1600;
+
+  /// The process-wide team, or null before its first use.
+  static const ThreadTeam* existing();
 
   /// Parks the process-wide team if it exists (for code about to run an every-thread
   /// OpenMP region).

@@ -18,6 +18,7 @@
 
 #include "host_values.h"
 #include "ops/nn/conv_split.h"
+#include "runtime/cpu/thread_cap.h"
 #include "runtime/cpu/thread_team.h"
 #include "runtime/executor.h"
 
@@ -113,6 +114,22 @@ TEST(ThreadTeam, ParkedWorkersWakeForTheNextRun) {
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
   team.run(2, [&](int p) { sum.fetch_add(p + 1); });
   EXPECT_EQ(sum.load(), 6);
+}
+
+// The process-wide team is often first used inside a small layer's ThreadCap(1): it sizes
+// itself by the count before the cap.
+TEST(ThreadTeam, UncappedThreadCountSeenInsideACap) {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(3);
+  {
+    dnnl_util::ThreadCap cap(1);
+    EXPECT_EQ(omp_get_max_threads(), 1);
+    EXPECT_EQ(dnnl_util::uncapped_max_threads(), 3);
+    dnnl_util::ThreadCap inner(1);
+    EXPECT_EQ(dnnl_util::uncapped_max_threads(), 3);
+  }
+  EXPECT_EQ(dnnl_util::uncapped_max_threads(), 3);
+  omp_set_num_threads(before);
 }
 
 // ---- Split convolutions ----
