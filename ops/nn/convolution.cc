@@ -383,6 +383,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     const Shape &i = in_shape_, &o = out_shape_;
     const bool depthwise = p_.num_group == i[1] && p_.num_filter == i[1] && p_.num_group > 1;
     if (p_.kernel.ndim() != 2 || (p_.num_group != 1 && !depthwise)) return false;
+    if (depthwise && !dw_split_wanted()) return false;
     nn::SplitConvShape s{i[0],         i[1],        i[2],         i[3],         o[1],
                          o[2],         o[3],        p_.kernel[0], p_.kernel[1], p_.stride[0],
                          p_.stride[1], p_.pad[0],   p_.pad[1],    p_.dilate[0], p_.dilate[1],
@@ -423,6 +424,12 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     }
     return false;
   }
+
+  // oneDNN's depthwise layers (ReLU or none: MobileNet's) split too unless
+  // LOOM_TEAM_SPLIT_DW=0: MobileNet v1 b1 (AVX-512, 2 threads, SCHED_FIFO A/B beside another
+  // engineer's builds) 7.11/9.64/9.39 ms unsplit, 7.22/9.63/9.51 with only the 1x1 split,
+  // 6.90/8.66/8.56 with the depthwise layers split as well.
+  static bool dw_split_wanted() { return !env_off("LOOM_TEAM_SPLIT_DW"); }
 
   bool forward_split(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,
                      const PostOps& ops) {
