@@ -228,14 +228,48 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   void backward(const OpContext& ctx, std::span<const NDArray> og, std::span<const NDArray> in,
                 std::span<const NDArray> out, std::span<const Req> req,
                 std::span<const NDArray> ig) override {
-    if (!wino_bwd_ || req[0] == Req::kNull || in[1].device().type != DeviceType::kCPU)
+    if (!wino_bwd_ || in[1].device().type != DeviceType::kCPU)
       return WeightedLayerKernel::backward(ctx, og, in, out, req, ig);
+    // What oneDNN still computes: the data gradient when it is not here, the weight (and
+    // bias) gradient when the Winograd weight gradient is off.
     std::vector<Req> rest(req.begin(), req.end());
-    rest[0] = Req::kNull;  // weights and bias on oneDNN, then the data gradient here
+    rest[0] = Req::kNull;
+    const bool own_w = wino_wgrad_ && req[1] != Req::kNull;
+    if (own_w) {
+      rest[1] = Req::kNull;
+      if (!no_bias_) rest[2] = Req::kNull;
+    }
     WeightedLayerKernel::backward(ctx, og, in, out, rest, ig);
     dnnl_util::ThreadCap cap(threads_);
-    wino_bwd_->forward(og[0].cdata<float>(), in[1], {}, nullptr, ig[0].data<float>(),
-                       nn::is_add(req[0]), FusedActivation{}, ctx.workspace);
+    if (req[0] != Req::kNull)
+      wino_bwd_->forward(og[0].cdata<float>(), in[1], {}, nullptr, ig[0].data<float>(),
+                         nn::is_add(req[0]), FusedActivation{}, ctx.workspace);
+    if (!own_w) return;
+    wino_wgrad_->compute(in[0].cdata<float>(), og[0].cdata<float>(), ig[1].data<float>(),
+                         nn::is_add(req[1]), ctx.workspace);
+    if (!no_bias_ && req[2] != Req::kNull)
+      bias_grad(og[0].cdata<float>(), ig[2].data<float>(), nn::is_add(req[2]));
+  }
+
+  // db[k] = [db[k] +] the sum of the channel-blocked output gradient over batch and map.
+  void bias_grad(const float* dy, float* db, bool add) const {
+    const int block = layout_block(out_layout_);
+    const int64_t n = out_shape_[0], kb_n = out_shape_[1] / block,
+                  hw = out_shape_[2] * out_shape_[3];
+#pragma omp parallel for schedule(static)
+    for (int64_t kb = 0; kb < kb_n; ++kb) {
+      std::vector<double> acc(static_cast<size_t>(block), 0.0);
+      for (int64_t i = 0; i < n; ++i) {
+        const float* p = dy + (i * kb_n + kb) * hw * block;
+        for (int64_t x = 0; x < hw; ++x)
+          for (int j = 0; j < block; ++j) acc[static_cast<size_t>(j)] += p[x * block + j];
+      }
+      for (int j = 0; j < block; ++j) {
+        const float v = static_cast<float>(acc[static_cast<size_t>(j)]);
+        float& d = db[kb * block + j];
+        d = add ? d + v : v;
+      }
+    }
   }
 
   // Inference post-ops: a following BatchNorm folded into the weights and bias, a residual
@@ -364,7 +398,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   size_t workspace_bytes() const override {
     auto of = [](const auto& k) { return k ? k->workspace_bytes() : size_t{0}; };
     return std::max({layer_->workspace_bytes(), of(wino_), of(sub_), of(split_), of(wino_fwd_),
-                     of(wino_bwd_)});
+                     of(wino_bwd_), of(wino_wgrad_)});
   }
 
  private:
@@ -571,12 +605,16 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     try {
       wino_fwd_ = std::make_unique<nn::WinogradConv>(fs, -1, /*cache_weights=*/false);
       wino_bwd_ = std::make_unique<nn::WinogradConv>(bs, -1, /*cache_weights=*/false);
+      if (!env_off("LOOM_CONV_OWN_WINOGRAD_WGRAD"))
+        wino_wgrad_ = std::make_unique<nn::WinogradWeightGrad>(fs);
     } catch (const dnnl::error&) {
       wino_fwd_.reset();
       wino_bwd_.reset();
+      wino_wgrad_.reset();
       return;
     }
-    dnnl_util::record_impl(desc_ + " training fwd+bwd_data " + wino_fwd_->impl_info());
+    dnnl_util::record_impl(desc_ + " training fwd+bwd_data " + wino_fwd_->impl_info() +
+                           (wino_wgrad_ ? " +wgrad " + wino_wgrad_->impl_info() : ""));
   }
 
   // The bias after a folded BatchNorm (b * scale + shift) in fused_bias_, or the plain bias,
@@ -682,6 +720,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   std::unique_ptr<nn::WinogradConv> wino_;  // own inference Winograd (replaces post-ops)
   // own Winograd for the plain forward and the data gradient (own_winograd_training)
   std::unique_ptr<nn::WinogradConv> wino_fwd_, wino_bwd_;
+  std::unique_ptr<nn::WinogradWeightGrad> wino_wgrad_;  // LOOM_CONV_OWN_WINOGRAD_WGRAD=0: oneDNN
   PostOps wino_ops_;
   std::unique_ptr<nn::DepthwiseConv> dw_;  // own inference depthwise (replaces post-ops)
   PostOps dw_ops_;

@@ -49,6 +49,51 @@ inline void weight_1d(const double* g, double* r) {
   r[5] = g[2];
 }
 
+// r = A y for four values, six results: the forward's output transform, transposed.
+template <typename T>
+inline void expand_1d(const T* y, T* r) {
+  const T a = y[0] + y[2], b = y[1] + y[3], c = y[0] + 4.f * y[2], d = 2.f * y[1] + 8.f * y[3];
+  r[0] = y[0];
+  r[1] = a + b;
+  r[2] = a - b;
+  r[3] = c + d;
+  r[4] = c - d;
+  r[5] = y[3];
+}
+
+// r = G^T m for six values, three results: the forward's weight transform, transposed.
+inline void reduce_1d(const double* m, double* r) {
+  r[0] = m[0] / 4 - (m[1] + m[2]) / 6 + (m[3] + m[4]) / 24;
+  r[1] = (m[2] - m[1]) / 6 + (m[3] - m[4]) / 12;
+  r[2] = (m[3] + m[4] - m[1] - m[2]) / 6 + m[5];
+}
+
+// One tile t's 4x4 output gradient (zero past the output's edge) for channel block kb
+// through A . A^T, stored as Y[p][row][kb*B ..] at y + p * pos_stride + row * k.
+template <int B>
+inline void ygrad_tile(const WinogradShape& s, const float* dy, int64_t t, int64_t kb, float* y,
+                       int64_t pos_stride, int64_t row) {
+  const int64_t th = (s.oh + 3) / 4, tw = (s.ow + 3) / 4, kb_n = s.k / B;
+  const int64_t n = t / (th * tw), ty = (t / tw) % th, tx = t % tw;
+  const float* plane = dy + (n * kb_n + kb) * s.oh * s.ow * B;
+  Vec<B> g[4][4], r[6][4], col[4], res[6];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t oy = ty * 4 + i, ox = tx * 4 + j;
+      g[i][j] = oy < s.oh && ox < s.ow ? load<B>(plane + (oy * s.ow + ox) * B) : Vec<B>{};
+    }
+  for (int j = 0; j < 4; ++j) {  // columns: A g
+    for (int i = 0; i < 4; ++i) col[i] = g[i][j];
+    expand_1d(col, res);
+    for (int i = 0; i < 6; ++i) r[i][j] = res[i];
+  }
+  float* out = y + row * s.k + kb * B;
+  for (int i = 0; i < 6; ++i) {  // rows: (A g) A^T
+    expand_1d(r[i], res);
+    for (int j = 0; j < 6; ++j) store<B>(out + (i * 6 + j) * pos_stride, res[j]);
+  }
+}
+
 // One tile t's 6x6 input patch (zero outside the image) for channel block cb through
 // B^T . B, stored as V[p][row][cb*B ..] at v + p * pos_stride + row * c.
 template <int B>
@@ -327,6 +372,108 @@ void WinogradConv::forward(const float* src, const NDArray& weights, std::span<c
     run_whole<16>(s_, src, v, m, whole, bias, dst, sum, relu, alpha);
   else
     run_whole<8>(s_, src, v, m, whole, bias, dst, sum, relu, alpha);
+}
+
+}  // namespace loom::nn
+
+namespace loom::nn {
+
+WinogradWeightGrad::WinogradWeightGrad(const WinogradShape& s) : s_(s), tiles_(s.tiles()) {
+  using namespace dnnl;
+  if (s.block != 8 && s.block != 16) throw Error("Winograd: channel block must be 8 or 16");
+  if (s.c % s.block || s.k % s.block)
+    throw Error("Winograd: channels must be multiples of the block");
+  // Chunks of about 8 MB of transformed input and output gradient, one after the other; the
+  // transforms run on every thread, the matmul on oneDNN's.
+  chunk_ = std::min(tiles_, std::max<int64_t>((int64_t{8} << 20) / (144 * (s.c + s.k)), 256));
+  const int64_t t = chunk_;
+  // V stored [p][tile][c], read as (C x T) per p; Y [p][tile][k] as (T x K).
+  v_md_ = memory::desc({36, s.c, t}, memory::data_type::f32, memory::dims{t * s.c, 1, s.c});
+  y_md_ = dnnl_util::plain_md({36, t, s.k});
+  m_md_ = dnnl_util::plain_md({36, s.c, s.k});
+  primitive_attr attr;
+  attr.set_scratchpad_mode(scratchpad_mode::user);
+  post_ops po;
+  po.append_sum(1.f);  // M accumulates over the chunks (zeroed first)
+  attr.set_post_ops(po);
+  matmul::primitive_desc pd(matmul::desc(v_md_, y_md_, m_md_), attr, dnnl_util::engine());
+  sp_md_ = pd.scratchpad_desc();
+  matmul_.emplace(pd);
+  args_.add(DNNL_ARG_SRC, v_md_);
+  args_.add(DNNL_ARG_WEIGHTS, y_md_);
+  args_.add(DNNL_ARG_DST, m_md_);
+  args_.add(DNNL_ARG_SCRATCHPAD, sp_md_);
+  impl_ = std::string("winograd_wgrad_4x3:") + pd.impl_info_str();
+}
+
+size_t WinogradWeightGrad::workspace_bytes() const {
+  return align64(v_md_.get_size()) + align64(y_md_.get_size()) + align64(m_md_.get_size()) +
+         align64(sp_md_.get_size());
+}
+
+void WinogradWeightGrad::compute(const float* src, const float* diff_dst, float* dw, bool add,
+                                 void* workspace) {
+  char* ws = static_cast<char*>(workspace);
+  float* v = reinterpret_cast<float*>(ws);
+  float* y = reinterpret_cast<float*>(ws + align64(v_md_.get_size()));
+  float* m = reinterpret_cast<float*>(ws + align64(v_md_.get_size()) + align64(y_md_.get_size()));
+  void* sp = ws + align64(v_md_.get_size()) + align64(y_md_.get_size()) + align64(m_md_.get_size());
+  const int64_t c_n = s_.c, k_n = s_.k, B = s_.block, cb_n = c_n / B, kb_n = k_n / B;
+  std::fill(m, m + 36 * c_n * k_n, 0.f);
+  for (int64_t t0 = 0; t0 < tiles_; t0 += chunk_) {
+    const int64_t nt = std::min(chunk_, tiles_ - t0);
+    // Rows past the last tile are zero, so they add nothing to M.
+    if (nt < chunk_) {
+#pragma omp parallel for schedule(static)
+      for (int64_t p = 0; p < 36; ++p) {
+        std::fill(v + (p * chunk_ + nt) * c_n, v + (p + 1) * chunk_ * c_n, 0.f);
+        std::fill(y + (p * chunk_ + nt) * k_n, y + (p + 1) * chunk_ * k_n, 0.f);
+      }
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t it = 0; it < nt * (cb_n + kb_n); ++it) {
+      const int64_t r = it / (cb_n + kb_n), b = it % (cb_n + kb_n);
+      if (B == 16) {
+        if (b < cb_n) input_tile<16>(s_, src, t0 + r, b, v, chunk_ * c_n, r);
+        else ygrad_tile<16>(s_, diff_dst, t0 + r, b - cb_n, y, chunk_ * k_n, r);
+      } else {
+        if (b < cb_n) input_tile<8>(s_, src, t0 + r, b, v, chunk_ * c_n, r);
+        else ygrad_tile<8>(s_, diff_dst, t0 + r, b - cb_n, y, chunk_ * k_n, r);
+      }
+    }
+    args_.set(DNNL_ARG_SRC, v);
+    args_.set(DNNL_ARG_WEIGHTS, y);
+    args_.set(DNNL_ARG_DST, m);
+    if (sp_md_.get_size()) args_.set(DNNL_ARG_SCRATCHPAD, sp);
+    args_.execute(*matmul_);
+  }
+  // dw[k][c] = G^T M[.][c][k] G, in double over runs of output channels (contiguous in M).
+  constexpr int64_t kRun = 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < c_n; ++c) {
+    for (int64_t k0 = 0; k0 < k_n; k0 += kRun) {
+      const int64_t kn = std::min(kRun, k_n - k0);
+      double rows[6][3][kRun];
+      for (int i = 0; i < 6; ++i)
+        for (int64_t q = 0; q < kn; ++q) {
+          double mm[6], r[3];
+          for (int j = 0; j < 6; ++j) mm[j] = m[((i * 6 + j) * c_n + c) * k_n + k0 + q];
+          reduce_1d(mm, r);  // along each row: M G
+          for (int j = 0; j < 3; ++j) rows[i][j][q] = r[j];
+        }
+      for (int j = 0; j < 3; ++j)
+        for (int64_t q = 0; q < kn; ++q) {
+          double col[6], r[3];
+          for (int i = 0; i < 6; ++i) col[i] = rows[i][j][q];
+          reduce_1d(col, r);  // down each column: G^T (M G)
+          float* out = dw + ((k0 + q) * c_n + c) * 9;
+          for (int i = 0; i < 3; ++i) {
+            const float val = static_cast<float>(r[i]);
+            out[i * 3 + j] = add ? out[i * 3 + j] + val : val;
+          }
+        }
+    }
+  }
 }
 
 }  // namespace loom::nn

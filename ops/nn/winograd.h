@@ -92,4 +92,33 @@ class WinogradConv {
   } cache_;
 };
 
+/// The weight gradient of a 3x3 stride-1 layer by Winograd F(3x3, 4x4), the transposed
+/// algorithm of the forward's: per 4x4 tile of the output gradient and its 6x6 input patch,
+///
+///   V[p][t][c] = (B^T d B)[p]     the forward's input transform
+///   Y[p][t][k] = (A dy A^T)[p]    the output gradient expanded to 6x6 (A = the forward's
+///                                 output transform, transposed)
+///   M[p]       = sum_t V[p]^T Y[p] 36 products (C x T) . (T x K), one batched oneDNN matmul
+///                                 per chunk of tiles, accumulated
+///   dw         = G^T M G          per (k, c): 3x3 from 6x6
+///
+/// 36 multiplies per tile and channel pair instead of 144. `s` is the forward layer's shape.
+class WinogradWeightGrad {
+ public:
+  explicit WinogradWeightGrad(const WinogradShape& s);
+  size_t workspace_bytes() const;
+  const std::string& impl_info() const { return impl_; }
+  /// dw (k, c, 3, 3) row-major = [dw +] the gradient, from the channel-blocked forward input
+  /// `src` and output gradient `diff_dst`.
+  void compute(const float* src, const float* diff_dst, float* dw, bool add, void* workspace);
+
+ private:
+  WinogradShape s_;
+  int64_t tiles_ = 0, chunk_ = 0;
+  dnnl::memory::desc v_md_, y_md_, m_md_, sp_md_;
+  std::optional<dnnl::primitive> matmul_;
+  PrimitiveArgs args_;
+  std::string impl_;
+};
+
 }  // namespace loom::nn

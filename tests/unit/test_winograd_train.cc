@@ -1,5 +1,5 @@
-// Loom's own Winograd F(4x4, 3x3) in training (LOOM_CONV_OWN_WINOGRAD_TRAIN): the forward
-// and the data gradient of a 3x3 stride-1 layer, between two 1x1 layers so that its data,
+// Loom's own Winograd F(4x4, 3x3) in training (LOOM_CONV_OWN_WINOGRAD_TRAIN): the forward,
+// the data gradient and the weight gradient (F(3x3, 4x4)) of a 3x3 stride-1 layer, between two 1x1 layers so that its data,
 // output and both gradients are channel-blocked. Checked against oneDNN's direct
 // convolution (the switch off) for outputs and every gradient, with grad_req write and add
 // over two passes, for pads 0-2 and odd map sizes; and the whole chain's data gradient
@@ -38,7 +38,8 @@ Symbol wt_chain(const WtCase& t) {
 
 struct WtRun {
   std::vector<std::vector<float>> outs, grads;
-  bool own = false;  // the layer reported Loom's training Winograd
+  bool own = false;    // the layer reported Loom's training Winograd
+  bool wgrad = false;  // ... with its weight gradient
 };
 
 std::unique_ptr<Executor> wt_bind(const Symbol& sym, const WtCase& t, const char* mode, Req req) {
@@ -59,7 +60,8 @@ WtRun wt_run(const Symbol& sym, const WtCase& t, const char* mode, Req req) {
   auto ex = wt_bind(sym, t, mode, req);
   WtRun r;
   for (const auto& line : dnnl_util::recorded_impls_since(mark))
-    r.own = r.own || line.find("training fwd+bwd_data") != std::string::npos;
+    if (line.find("training fwd+bwd_data") != std::string::npos)
+      r.own = true, r.wgrad = r.wgrad || line.find("+wgrad") != std::string::npos;
   const int passes = req == Req::kAdd ? 2 : 1;
   for (int p = 0; p < passes; ++p) {
     ex->forward(true);
@@ -97,7 +99,7 @@ TEST(WinogradTrain, MatchesDirectConvolution) {
                                std::to_string(t.k) + " " + std::to_string(t.h) + "x" +
                                std::to_string(t.w) + " pad " + std::to_string(t.pad) +
                                (req == Req::kAdd ? " add" : " write");
-      ASSERT_TRUE(own.own) << "own Winograd not chosen: " << what;
+      ASSERT_TRUE(own.own && own.wgrad) << "own Winograd not chosen: " << what;
       ASSERT_FALSE(direct.own) << what;
       wt_expect_close(own.outs, direct.outs, "loss " + what);
       wt_expect_close(own.grads, direct.grads, "gradients " + what);
