@@ -13,4 +13,5 @@ elif ! grep -q "^Python_EXECUTABLE:[A-Z]*=$py\$" build/CMakeCache.txt; then
   # A tree configured before the Python package existed (or with another interpreter).
   cmake -S . -B build -DPython_EXECUTABLE="$py" "$@" >/dev/null
 fi
-cmake --build build -j "$(nproc)"
+# nproc counts OMP_NUM_THREADS as a limit: the cores without it.
+cmake --build build -j "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"

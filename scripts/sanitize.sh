@@ -27,6 +27,9 @@ done
 
 bdir=build-asan
 py="$root/.venv/bin/python"
+# The cores to use, counted before OMP_NUM_THREADS=1 is exported below: nproc honours
+# OMP_NUM_THREADS, so `ctest -j "$(nproc)"` after the export ran every test one after the other.
+jobs="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
 if ((build)); then
   bash scripts/setup.sh
   generator=()
@@ -48,7 +51,7 @@ if ((build)); then
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -fexpensive-optimizations -g1" \
     -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=6 -DPython_EXECUTABLE="$py" >/dev/null
   start=$SECONDS
-  cmake --build "$bdir" -j "$(nproc)"
+  cmake --build "$bdir" -j "$jobs"
   echo "sanitize: build took $((SECONDS - start)) s"
 fi
 
@@ -59,24 +62,16 @@ export LSAN_OPTIONS="suppressions=$root/tests/sanitizer/lsan.supp:print_suppress
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
-# ctest without its pytest entries (they need the runtime preloaded: below); loom_tests_avx2
-# runs loom_tests again with oneDNN capped at AVX2 (8-channel blocked layouts, no Winograd).
-# A failure does not stop the later runs; the script fails at the end.
-status=0
-start=$SECONDS
-(cd "$bdir" && ctest -j "$(nproc)" --output-on-failure --timeout 900 \
-  -E '^(python_tests.*|conformance)$') || status=1
-echo "sanitize: ctest took $((SECONDS - start)) s"
-
-if ((python)); then
-  # The interpreter is not instrumented, so the ASan runtime has to be the first library
-  # loaded (LD_PRELOAD; the extension pulls in libubsan itself), and libstdc++ with it: ASan
-  # resolves the real __cxa_throw when it starts, and without libstdc++ loaded by then the
-  # first C++ exception aborts ("CHECK failed ... real___cxa_throw"). PYTHONMALLOC=malloc:
-  # objects in pymalloc's arenas (mmap, not scanned by LeakSanitizer) would make every C++
-  # object a Python object owns look leaked. Child processes (examples, `python -m
-  # loom.draw`, Graphviz) inherit all of it; LOOM_CLI points test_viz at the instrumented CLI.
-  start=$SECONDS
+# The Python tests (tests/python) against build-asan/python; writes 0 (passed) or 1 to
+# $pystatus. The interpreter is not instrumented, so the ASan runtime has to be the first
+# library loaded (LD_PRELOAD; the extension pulls in libubsan itself), and libstdc++ with it:
+# ASan resolves the real __cxa_throw when it starts, and without libstdc++ loaded by then the
+# first C++ exception aborts ("CHECK failed ... real___cxa_throw"). PYTHONMALLOC=malloc:
+# objects in pymalloc's arenas (mmap, not scanned by LeakSanitizer) would make every C++
+# object a Python object owns look leaked. Child processes (examples, `python -m
+# loom.draw`, Graphviz) inherit all of it; LOOM_CLI points test_viz at the instrumented CLI.
+run_python_suite() {
+  local pstart=$SECONDS pst=0
   run_python_tests() {
     LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
       PYTHONMALLOC=malloc PYTHONPATH="$root/$bdir/python" LOOM_CLI="$root/$bdir/bin/loom" \
@@ -91,11 +86,35 @@ if ((python)); then
     if grep -q "LeakSanitizer has encountered a fatal error" "$bdir/python_tests.log" &&
       ! grep -q "detected memory leaks" "$bdir/python_tests.log"; then
       echo "sanitize: LeakSanitizer's tracer crashed (not a finding); running the Python tests again"
-      run_python_tests || status=1
+      run_python_tests || pst=1
     else
-      status=1
+      pst=1
     fi
   fi
-  echo "sanitize: Python tests took $((SECONDS - start)) s"
+  echo "sanitize: Python tests took $((SECONDS - pstart)) s"
+  echo "$pst" >"$pystatus"
+}
+
+# ctest without its pytest entries (they need the runtime preloaded: above); loom_tests_avx2
+# runs loom_tests again with oneDNN capped at AVX2 (8-channel blocked layouts, no Winograd).
+# The Python tests run beside ctest (their output follows ctest's): ctest is mostly those two
+# single-threaded processes of 1.5 min each, and a third fills the gaps between them.
+# A failure does not stop the later runs; the script fails at the end.
+status=0
+start=$SECONDS
+pystatus="$bdir/python_tests.status"
+rm -f "$pystatus"
+if ((python)); then
+  run_python_suite >"$bdir/python_tests.out" 2>&1 &
+  pypid=$!
+fi
+(cd "$bdir" && ctest -j "$jobs" --output-on-failure --timeout 900 \
+  -E '^(python_tests.*|conformance)$') || status=1
+echo "sanitize: ctest took $((SECONDS - start)) s"
+
+if ((python)); then
+  wait "$pypid" || true
+  cat "$bdir/python_tests.out"
+  [ "$(cat "$pystatus" 2>/dev/null)" = 0 ] || status=1
 fi
 exit $status
