@@ -111,7 +111,9 @@ TEST(CpuIsa, VerboseLogNamesTheIsa) {
     EXPECT_NE(line.find("AVX2"), std::string::npos) << line;
   }
   // The cap names an ISA oneDNN reports by its marketing name: AVX2 -> "Intel AVX2".
-  if (isa_cap() == "AVX2") EXPECT_EQ(line, "Intel AVX2");
+  if (isa_cap() == "AVX2") {
+    EXPECT_EQ(line, "Intel AVX2");
+  }
 }
 
 }  // namespace

@@ -199,7 +199,9 @@ TEST(Layouts, PlanBlocksConvolutionChains) {
   for (auto a : g.arguments()) EXPECT_EQ(l[g.entry_id(a, 0)], Layout::kPlain);
   for (auto a : g.aux_states()) EXPECT_EQ(l[g.entry_id(a, 0)], Layout::kPlain);
   for (auto e : eg.arg_grad) {
-    if (e != kNoEntry) EXPECT_EQ(l[e], Layout::kPlain);
+    if (e != kNoEntry) {
+      EXPECT_EQ(l[e], Layout::kPlain);
+    }
   }
   // Off: everything plain.
   for (auto x : plan_for(sym, Shape{2, 3, 10, 10}, true, Layout::kPlain, eg, g))

@@ -462,7 +462,9 @@ TEST(NnRowPieces, BatchNormSplitAndChunkedStatistics) {
       EXPECT_GE(sp.chunks * sp.chunk, m) << m;
       EXPECT_LT((sp.chunks - 1) * sp.chunk, m) << m;  // no empty chunk
       EXPECT_TRUE(sp.chunk >= min_chunk || sp.chunks == 1) << m;
-      if (min_chunk == 4 && m == 50) EXPECT_GT(sp.chunks, 1);  // a sample's channel splits
+      if (min_chunk == 4 && m == 50) {
+        EXPECT_GT(sp.chunks, 1);  // a sample's channel splits
+      }
     }
   std::mt19937 rng(31);
   for (int64_t m : {7, 300, 5000, 70000}) {

@@ -403,8 +403,9 @@ void check_ema(const std::string& schedule, const std::string& init, bool bn) {
         EXPECT_NEAR(ex->aux_dict().at(n + "_ema_norm").at(0), norm, 1e-6) << std::setprecision(9) << norm;
         NDArray ev = ema_params(*ex).arg.count(n) ? ema_params(*ex).arg.at(n) : ema_params(*ex).aux.at(n);
         for (size_t i = 0; i < live.size(); ++i) {
-          if (s == 1)  // optax: the debiased value at t=1 is w_1 (to rounding of (om*w)/om)
+          if (s == 1) {  // optax: the debiased value at t=1 is w_1 (to rounding of (om*w)/om)
             ASSERT_NEAR(ev.at(static_cast<int64_t>(i)), live[i], 2.4e-7 * std::abs(live[i]));
+          }
           ASSERT_NEAR(ev.at(static_cast<int64_t>(i)), e[i] / norm, 1e-5);
         }
       }

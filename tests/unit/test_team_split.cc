@@ -292,7 +292,9 @@ void tsplit_check(const TsplitCase& t, int threads, bool fuse_act = true, bool s
   auto off = tsplit_run(sym, data, "0", threads, fuse_act);
   EXPECT_FALSE(off.split);
   // Every layer here is below the one-thread threshold and has channel-blocked arrays.
-  if (split_known) EXPECT_TRUE(on.split);
+  if (split_known) {
+    EXPECT_TRUE(on.split);
+  }
   const auto ref = tsplit_reference(t, on);
   ASSERT_EQ(on.out.size(), ref.size());
   ASSERT_EQ(off.out.size(), ref.size());
