@@ -20,26 +20,26 @@ double estimated_us(double flops, double bytes) {
   return flops / flop_per_us + bytes / 100e3;
 }
 
-double serial_us() {
-  const char* v = std::getenv("LOOM_SERIAL_US");
-  if (!v || !*v) return 80.0;
-  char* end = nullptr;
-  double d = std::strtod(v, &end);
-  if (end == v || *end || d < 0)
-    throw Error("LOOM_SERIAL_US must be a number >= 0, got '" + std::string(v) + "'");
-  return d;
-}
-
 // The OpenMP thread count this thread had before its outermost active ThreadCap.
 thread_local int cap_uncapped = 0;
 
 }  // namespace
 
+double env_microseconds(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  double d = std::strtod(v, &end);
+  if (end == v || *end || d < 0)
+    throw Error(std::string(name) + " must be a number >= 0, got '" + std::string(v) + "'");
+  return d;
+}
+
 int uncapped_max_threads() { return cap_uncapped > 0 ? cap_uncapped : omp_get_max_threads(); }
 
 int threads_for_work(double flops, double bytes) {
   if (env_off("LOOM_SERIAL_SMALL_OPS")) return 0;
-  return estimated_us(flops, bytes) < serial_us() ? 1 : 0;
+  return estimated_us(flops, bytes) < env_microseconds("LOOM_SERIAL_US", 80.0) ? 1 : 0;
 }
 
 bool parallel_worth(double bytes) { return threads_for_work(0, bytes) != 1; }

@@ -16,6 +16,11 @@ namespace loom::dnnl_util {
 /// Read at every call (bind time), so tests can switch it.
 int threads_for_work(double flops, double bytes);
 
+/// A time in microseconds from environment variable `name` (a number >= 0), or `fallback`
+/// when it is unset or empty; throws Error naming the variable otherwise (LOOM_SERIAL_US,
+/// LOOM_TEAM_SPIN_US).
+double env_microseconds(const char* name, double fallback);
+
 /// True when an element-wise loop over `bytes` (read plus written) should run in parallel:
 /// the same estimate as threads_for_work.
 bool parallel_worth(double bytes);

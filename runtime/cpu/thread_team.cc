@@ -21,13 +21,7 @@ std::atomic<bool> team_forked{false};
 thread_local bool team_in_part = false;
 
 double team_spin_us_from_env() {
-  const char* v = std::getenv("LOOM_TEAM_SPIN_US");
-  if (!v || !*v) return 40.0;
-  char* end = nullptr;
-  double d = std::strtod(v, &end);
-  if (end == v || *end || d < 0)
-    throw Error("LOOM_TEAM_SPIN_US must be a number >= 0, got '" + std::string(v) + "'");
-  return d;
+  return dnnl_util::env_microseconds("LOOM_TEAM_SPIN_US", 40.0);
 }
 
 std::atomic<ThreadTeam*> team_global_ptr{nullptr};
