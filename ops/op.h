@@ -54,11 +54,14 @@ struct FusedActivation {
 
 /// What a producer applies to output 0, in this order: y * scale + shift per channel of
 /// axis 1, then + the destination's old value, then the activation (Kernel::fuse_post_ops).
+/// `pre`: an activation the producer applies to input 0 as it reads it, instead of the
+/// activation node before it (which computed input 0 in place and is then skipped).
 struct PostOps {
   bool affine = false;
   bool sum = false;
   FusedActivation act;
   std::span<const float> scale, shift;  ///< affine, per call
+  FusedActivation pre;
 };
 
 /// A kernel instance, created once per bind for one node on one device. It may cache

@@ -335,6 +335,7 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
     fused_affine_ += p.ops.affine;
     fused_sum_ += p.ops.sum;
     fused_act_ += p.act >= 0;
+    fused_pre_ += p.into_next;
   }
   for (const auto& k : kernels) ws = std::max(ws, k->workspace_bytes());
   if (ws) workspace_ = NDArray(Shape{static_cast<int64_t>(ws)}, DType::kUint8, dev_);
@@ -519,13 +520,16 @@ void Executor::run_chain(Step& s, const OpContext& ctx) {
 }
 
 // Step k applies its post.n consumers itself when each agrees for this call (BatchNorm: in
-// inference) and the producer can; the BatchNorm then writes its hidden outputs.
-bool Executor::run_post_ops(std::vector<Step>& steps, size_t k, const OpContext& ctx) {
+// inference) and the producer can; the BatchNorm then writes its hidden outputs. `pre`: the
+// activation step before k, applied by step k to its input (it computed it in place).
+bool Executor::run_post_ops(std::vector<Step>& steps, size_t k, const OpContext& ctx,
+                            const Step* pre) {
   Step& s = steps[k];
   PostOps ops = s.post.ops;
   auto in_of = [&](const Step& t) {
     return std::span<const NDArray>(t.arrays).subspan(0, t.n_in);
   };
+  if (pre && !pre->kernel->fused_activation(in_of(*pre), &ops.pre)) return false;
   if (s.post.affine >= 0) {
     Step& t = steps[k + 1 + static_cast<size_t>(s.post.affine)];
     if (!t.kernel->channel_affine(ctx, in_of(t), affine_scale_, affine_shift_)) return false;
@@ -591,6 +595,12 @@ void Executor::run_steps(std::vector<Step>& steps, bool is_train) {
       continue;
     }
     std::span<const NDArray> a(s.arrays);
+    if (s.post.into_next && k + 1 < steps.size() && steps[k + 1].chain.empty() &&
+        k + 1 + static_cast<size_t>(steps[k + 1].post.n) < steps.size() &&
+        run_post_ops(steps, k + 1, ctx, &s)) {
+      k += 1 + static_cast<size_t>(steps[k + 1].post.n);
+      continue;
+    }
     if (s.post.n > 0 && k + s.post.n < steps.size() && run_post_ops(steps, k, ctx)) {
       k += static_cast<size_t>(s.post.n);
       continue;

@@ -103,6 +103,9 @@ class Executor {
   /// Producers (Convolution) applying a following activation node (ReLU after a sum, leaky,
   /// PReLU) as a post-op in inference calls.
   size_t fused_activation_pairs() const { return fused_act_; }
+  /// Activation nodes a following layer applies to its input as it reads it in inference
+  /// calls (PReLU before Loom's own depthwise kernel).
+  size_t fused_pre_activations() const { return fused_pre_; }
   /// One line: whether calls are recorded as CUDA Graphs and why (not), with the counts of
   /// recordings and replays and a failed recording's reason.
   std::string cuda_graph_status() const;
@@ -125,7 +128,8 @@ class Executor {
   void plan_capture(const BindOptions& opts);
   void fuse_chains(std::vector<Step>& steps);
   void run_chain(Step& s, const OpContext& ctx);
-  bool run_post_ops(std::vector<Step>& steps, size_t k, const OpContext& ctx);
+  bool run_post_ops(std::vector<Step>& steps, size_t k, const OpContext& ctx,
+                    const Step* pre = nullptr);
   void report_backward(const Step& s) const;
   void report_time(const std::vector<Step>& steps, size_t first, size_t last, double sec) const;
   Symbol sym_, run_sym_;
@@ -144,7 +148,7 @@ class Executor {
   NDArray workspace_;
   std::mt19937_64 rng_;
   size_t fused_chains_ = 0;
-  size_t fused_affine_ = 0, fused_sum_ = 0, fused_act_ = 0;
+  size_t fused_affine_ = 0, fused_sum_ = 0, fused_act_ = 0, fused_pre_ = 0;
   std::vector<float> affine_scale_, affine_shift_;  // per call, for channel-affine pairs
   StepTimer step_timer_;
   bool record_ = false;  // decide_capture's answer

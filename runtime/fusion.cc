@@ -56,6 +56,42 @@ std::vector<NDArray> input_arrays(const FusionInput& in, const ExecNode& n) {
   return v;
 }
 
+// An activation node that no producer took as a post-op (PReLU after oneDNN 2.6's 1x1
+// convolutions, which cannot apply it) and that computes, in place, input 0 of the next step
+// and nothing else: that step may apply it as it reads its input (PostOps::pre), on top of
+// its own post-ops. In place, so the layer finds the activation's input where it would have
+// read its output.
+void plan_pre_activations(const FusionInput& in, const Readers& r,
+                          const std::vector<bool>& absorbed, const std::vector<bool>& taken,
+                          std::vector<PostOpPlan>& plans) {
+  const ExecGraph& eg = in.eg;
+  for (size_t a = 0; a < eg.num_forward_nodes; ++a) {
+    if (taken[a] || plans[a].n > 0) continue;
+    const ExecNode& an = eg.nodes[a];
+    if (!an.attrs || an.in.empty() || an.out.size() != 1) continue;
+    const size_t j = sole_reader(in, r, absorbed, a, true);
+    if (!j || taken[j]) continue;
+    const ExecNode& m = eg.nodes[j];
+    const uint32_t x = an.in[0], y = an.out[0];
+    if (m.in.empty() || m.in[0] != y || x == kNoEntry || in.entries[y].is_none() ||
+        !in.entries[y].same_memory(in.entries[x]))
+      continue;
+    FusedActivation act;
+    if (!in.kernel_of[a]->fused_activation(input_arrays(in, an), &act) ||
+        act.kind == FusedActivation::kNone)
+      continue;
+    PostOps ops = plans[j].ops;
+    ops.pre = act;
+    ops.pre.slope = {};
+    if (in.kernel_of[j]->fuse_post_ops(ops)) {
+      plans[j].ops.pre = ops.pre;
+      plans[a].into_next = true;
+    } else if (plans[j].n > 0) {
+      in.kernel_of[j]->fuse_post_ops(plans[j].ops);  // as it was
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<bool> fuse_epilogues(const FusionInput& in) {
@@ -92,6 +128,7 @@ std::vector<PostOpPlan> plan_post_ops(const FusionInput& in, const std::vector<b
              use_act = !env_off("LOOM_FUSE_CONV_ACT");
   if (!use_affine && !use_sum && !use_act) return plans;
   Readers r(eg);
+  std::vector<bool> taken(eg.nodes.size(), false);  // consumers a producer applies
   for (size_t i = 0; i < eg.num_forward_nodes; ++i) {
     if (!sole_reader(in, r, absorbed, i, true)) continue;
     const ExecNode& n = eg.nodes[i];
@@ -161,9 +198,11 @@ std::vector<PostOpPlan> plan_post_ops(const FusionInput& in, const std::vector<b
       if (!in.kernel_of[i]->fuse_post_ops(cand.ops)) continue;
       cand.n = static_cast<int>(k);
       plans[i] = cand;
+      for (size_t c = 0; c < k; ++c) taken[chain[c]] = true;
       break;
     }
   }
+  if (use_act && !env_off("LOOM_FUSE_PRE_ACT")) plan_pre_activations(in, r, absorbed, taken, plans);
   return plans;
 }
 

@@ -29,6 +29,8 @@ struct PostOpPlan {
   PostOps ops;
   int n = 0;
   int affine = -1, sum = -1, act = -1;
+  /// An activation node whose step the next step applies to its input (PostOps::pre).
+  bool into_next = false;
 };
 
 /// Epilogue fusion: a forward node whose output 0 only a one-input node reads, in place, may
@@ -37,7 +39,8 @@ struct PostOpPlan {
 std::vector<bool> fuse_epilogues(const FusionInput& in);
 
 /// Post-op fusion, per exec node (n == 0: none). LOOM_FUSE_CONV_BN=0 leaves out BatchNorm,
-/// LOOM_FUSE_CONV_SUM=0 the residual add, LOOM_FUSE_CONV_ACT=0 the activations.
+/// LOOM_FUSE_CONV_SUM=0 the residual add, LOOM_FUSE_CONV_ACT=0 the activations (after and
+/// before), LOOM_FUSE_PRE_ACT=0 the activations before a layer only.
 std::vector<PostOpPlan> plan_post_ops(const FusionInput& in, const std::vector<bool>& absorbed);
 
 }  // namespace loom

@@ -57,17 +57,19 @@ SplitConv::SplitConv(const SplitConvShape& s, const PostOps& ops, int parts)
   if (parts < 2) throw error(dnnl_unimplemented, "split convolution: fewer than two blocks");
   if (s.depthwise && (s.c != s.k || layout_block(s.in_layout) != block))
     throw error(dnnl_unimplemented, "split convolution: depthwise layouts differ");
-  primitive_attr attr;
-  attr.set_scratchpad_mode(scratchpad_mode::user);
+  // Two attributes (a primitive_attr copy shares its object): `attr` with PReLU as a post-op,
+  // `attr_own_prelu` without it.
+  primitive_attr attr, attr_own_prelu;
   post_ops po;
   if (ops.sum) po.append_sum(1.f);
   if (ops.act.kind == FusedActivation::kRelu)
     po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
   else if (ops.act.kind == FusedActivation::kLeaky)
     po.append_eltwise(1.f, algorithm::eltwise_relu, ops.act.alpha, 0.f);
-  primitive_attr attr_own_prelu = attr;
+  attr_own_prelu.set_scratchpad_mode(scratchpad_mode::user);
   attr_own_prelu.set_post_ops(po);
   if (prelu_) po.append_prelu(1 << 1);
+  attr.set_scratchpad_mode(scratchpad_mode::user);
   attr.set_post_ops(po);
   size_t scratch_at = 0;
   for (int p = 0; p < parts; ++p) {

@@ -117,11 +117,14 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     const double in_n = static_cast<double>(a.in_shapes[0].numel());
     const double out_n = static_cast<double>(a.out_shapes[0].numel());
     const double w_n = static_cast<double>(ws.numel());
-    threads_ = dnnl_util::threads_for_work(2.0 * out_n * w_n / static_cast<double>(ws[0]),
-                                           4.0 * (in_n + out_n + w_n));
-    // Such layers may instead run split by output channels over Loom's thread team, one
-    // part per OpenMP thread (counted before the cap).
-    if (threads_ == 1 && nn::team_split_enabled()) team_threads_ = omp_get_max_threads();
+    const double flops = 2.0 * out_n * w_n / static_cast<double>(ws[0]),
+                 bytes = 4.0 * (in_n + out_n + w_n);
+    threads_ = dnnl_util::threads_for_work(flops, bytes);
+    // Such layers, and in inference somewhat larger ones that run direct or depthwise, may
+    // instead run split by output channels over Loom's thread team, one part per OpenMP
+    // thread (counted before the cap).
+    if (nn::team_split_enabled() && (threads_ == 1 || dnnl_util::team_split_worth(flops, bytes)))
+      team_threads_ = omp_get_max_threads();
     dnnl_util::ThreadCap cap(threads_);
     memory::dims wdims = to_dims(ws);
     if (p_.num_group > 1) {  // (F, C/G, k...) is (G, F/G, C/G, k...) in row-major order
@@ -282,6 +285,8 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     dw_.reset();
     sub_.reset();
     split_.reset();
+    // An activation of the input as it is read: only Loom's depthwise kernel applies one.
+    if (ops.pre.kind != FusedActivation::kNone) return own_depthwise_post_ops(ops);
     if (own_depthwise_post_ops(ops) || own_winograd_post_ops(ops) ||
         subsample_post_ops(ops, /*preferred=*/false))
       return true;
@@ -347,7 +352,8 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   // "Convolution (shape) w(shape) gG +affine+sum+act " for the implementation records.
   std::string post_ops_label(const PostOps& ops) const {
     static const char* kAct[] = {"", "+relu", "+leaky", "+prelu"};
-    return desc_ + " " + (ops.affine ? "+affine" : "") + (ops.sum ? "+sum" : "") +
+    const std::string pre = ops.pre.kind ? std::string("+in_") + (kAct[ops.pre.kind] + 1) : "";
+    return desc_ + " " + pre + (ops.affine ? "+affine" : "") + (ops.sum ? "+sum" : "") +
            kAct[ops.act.kind] + " ";
   }
 
@@ -384,8 +390,9 @@ class ConvKernel final : public nn::WeightedLayerKernel {
 
   bool forward_post_ops(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,
                         const PostOps& ops) override {
-    if (wino_) return forward_own_winograd(ctx, in, dst, ops);
     if (dw_) return forward_own_depthwise(ctx, in, dst, ops);
+    if (ops.pre.kind != FusedActivation::kNone) return false;
+    if (wino_) return forward_own_winograd(ctx, in, dst, ops);
     if (sub_) return forward_subsample(ctx, in, dst, ops);
     if (split_) return forward_split(ctx, in, dst, ops);
     if ((ctx.is_train && ops.sum) || !layer_->has_post_ops()) return false;
@@ -402,7 +409,8 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   }
 
  private:
-  // Layers the one-thread policy caps (threads_ == 1) split by output channel blocks over
+  // Layers the one-thread policy caps (threads_ == 1), and in inference those below
+  // LOOM_TEAM_SPLIT_US (dnnl_util::team_split_worth), split by output channel blocks over
   // Loom's thread team, one one-thread oneDNN primitive per team thread
   // (ops/nn/conv_split.h): with passive OpenMP waiting an OpenMP region would cost more than
   // such a layer, while the team's workers spin between back-to-back layers. 2-D ungrouped or
@@ -413,7 +421,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   // direct kernels). LOOM_TEAM_SPLIT=0 turns it off.
   // `record`: add the implementation record (not for the plain split, built at a call).
   bool split_post_ops(const PostOps& ops, bool record = true) {
-    if (threads_ != 1 || team_threads_ < 2 || !nn::team_split_enabled()) return false;
+    if (team_threads_ < 2 || !nn::team_split_enabled()) return false;
     const Shape &i = in_shape_, &o = out_shape_;
     const bool depthwise = p_.num_group == i[1] && p_.num_filter == i[1] && p_.num_group > 1;
     if (p_.kernel.ndim() != 2 || (p_.num_group != 1 && !depthwise)) return false;
@@ -423,6 +431,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
                          p_.stride[1], p_.pad[0],   p_.pad[1],    p_.dilate[0], p_.dilate[1],
                          in_layout_,   out_layout_, depthwise};
     try {
+      dnnl_util::ThreadCap one(1);
       split_ = std::make_unique<nn::SplitConv>(s, ops, team_threads_);
     } catch (const dnnl::error&) {
       return false;
@@ -633,12 +642,15 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   // kernels cannot apply it, and a separate in-place pass over the output cost more than the
   // whole convolution (MobileFaceNet's depthwise layers 1.3-1.7x faster with AVX-512, 1.3-1.9x
   // capped at AVX2, tests/bench/mobile_layers.cc dw). With ReLU or nothing oneDNN's jit_dw
-  // kernel is 5-25% faster and keeps the layer. LOOM_CONV_OWN_DEPTHWISE=0 turns it off, =1
-  // takes every activation (tests).
+  // kernel is 5-25% faster and keeps the layer. It also takes an activation of its input
+  // (PostOps::pre: the PReLU after MobileFaceNet's 1x1 expansions). LOOM_CONV_OWN_DEPTHWISE=0
+  // turns it off, =1 takes every activation (tests).
   bool own_depthwise_post_ops(const PostOps& ops) {
     const char* env = std::getenv("LOOM_CONV_OWN_DEPTHWISE");
     const std::string mode = env ? env : "";
-    if (mode == "0" || (mode != "1" && ops.act.kind != FusedActivation::kPrelu)) return false;
+    if (mode == "0" || (mode != "1" && ops.act.kind != FusedActivation::kPrelu &&
+                        ops.pre.kind == FusedActivation::kNone))
+      return false;
     const Shape &i = in_shape_, &o = out_shape_;
     if (p_.kernel.ndim() != 2 || p_.num_group != i[1] || p_.num_filter != i[1]) return false;
     const int block = layout_block(in_layout_);
@@ -657,11 +669,13 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   bool forward_own_depthwise(const OpContext& ctx, std::span<const NDArray> in, const NDArray& dst,
                              const PostOps& ops) {
     if (ctx.is_train || in[1].device().type != DeviceType::kCPU) return false;
-    if (ops.affine != dw_ops_.affine || ops.sum != dw_ops_.sum || ops.act.kind != dw_ops_.act.kind)
+    if (ops.affine != dw_ops_.affine || ops.sum != dw_ops_.sum ||
+        ops.act.kind != dw_ops_.act.kind || ops.pre.kind != dw_ops_.pre.kind)
       return false;
     const size_t nf = static_cast<size_t>(p_.num_filter);
     if (ops.affine && (ops.scale.size() != nf || ops.shift.size() != nf)) return false;
     if (ops.act.kind == FusedActivation::kPrelu && ops.act.slope.size() != nf) return false;
+    if (ops.pre.kind == FusedActivation::kPrelu && ops.pre.slope.size() != nf) return false;
     // Repack the weights (scale folded in) unless they provably did not change.
     const auto& st = in[1].storage();
     const std::span<const float> scale = ops.affine ? ops.scale : std::span<const float>();
@@ -679,8 +693,11 @@ class ConvKernel final : public nn::WeightedLayerKernel {
                   int{nn::DepthwiseAct::kRelu} == int{FusedActivation::kRelu});
     const nn::DepthwiseAct act{static_cast<nn::DepthwiseAct::Kind>(ops.act.kind), ops.act.alpha,
                                ops.act.slope};
+    const nn::DepthwiseAct pre{static_cast<nn::DepthwiseAct::Kind>(ops.pre.kind), ops.pre.alpha,
+                               ops.pre.slope};
     if (team_threads_ < 2) {
-      dw_->forward(in[0].cdata<float>(), fused_bias(in, ops), dst.data<float>(), ops.sum, act);
+      dw_->forward(in[0].cdata<float>(), fused_bias(in, ops), dst.data<float>(), ops.sum, act,
+                   pre);
       return true;
     }
     // A small layer: its output rows split over the thread team (as split_post_ops).
@@ -688,7 +705,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     const float* x = in[0].cdata<float>();
     float* y = dst.data<float>();
     cpu::ThreadTeam::global().run(team_threads_, [&](int part) {
-      dw_->forward_part(x, y, ops.sum, act, part, team_threads_);
+      dw_->forward_part(x, y, ops.sum, act, part, team_threads_, pre);
     });
     return true;
   }

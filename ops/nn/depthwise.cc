@@ -1,7 +1,10 @@
 #include "ops/nn/depthwise.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include "ops/nn/block_vec.h"
 
@@ -11,6 +14,29 @@ namespace {
 using block_vec::load;
 using block_vec::store;
 using block_vec::Vec;
+
+// act(v) on one channel block: ReLU, or v < 0 scaled by `slope` (leaky's alpha in every lane
+// or PReLU's per-channel slopes).
+template <int B>
+inline Vec<B> activate(Vec<B> v, DepthwiseAct::Kind kind, Vec<B> slope) {
+  switch (kind) {
+    case DepthwiseAct::kRelu:
+      return v > 0 ? v : Vec<B>{};
+    case DepthwiseAct::kLeaky:
+    case DepthwiseAct::kPrelu:
+      return v > 0 ? v : v * slope;
+    case DepthwiseAct::kNone:
+      break;
+  }
+  return v;
+}
+
+// The slopes of `act` for channel block cb (leaky: alpha in every lane).
+template <int B>
+inline Vec<B> slopes(const DepthwiseAct& act, int64_t cb) {
+  if (act.kind == DepthwiseAct::kPrelu) return load<B>(act.slope.data() + cb * B);
+  return Vec<B>{} + act.alpha;
+}
 
 // What one channel block of one output row needs besides the arrays.
 template <int B>
@@ -22,29 +48,18 @@ struct Epilogue {
   inline void operator()(float* out, Vec<B> acc) const {
     Vec<B> v = acc + bias;
     if (sum) v += load<B>(out);
-    switch (kind) {
-      case DepthwiseAct::kRelu:
-        v = v > 0 ? v : Vec<B>{};
-        break;
-      case DepthwiseAct::kLeaky:
-      case DepthwiseAct::kPrelu:
-        v = v > 0 ? v : v * slope;
-        break;
-      case DepthwiseAct::kNone:
-        break;
-    }
-    store<B>(out, v);
+    store<B>(out, activate<B>(v, kind, slope));
   }
 };
 
 // One output row of P channel blocks (1 or 2: two blocks give eight independent chains of
-// FMAs, enough to hide their latency). `in`, `wp`, `out`: the first block's input plane
-// (h x w x B), packed weights (kh x kw x B) and output row (ow x B); the second block's are
-// `is`, `ws`, `os` floats further. KW: the kernel width when known at compile time (0: s.kw).
+// FMAs, enough to hide their latency). `rp[i]`: the first block's input row (w x B) under
+// kernel row i (set for the rows inside the input); `wp`, `out`: its packed weights
+// (kh x kw x B) and output row (ow x B); the second block's are `is`, `ws`, `os` floats further. KW: the kernel width when known at compile time (0: s.kw).
 // Columns [x0, x1) read no padding and go four at a time; the others one at a time over the
 // kernel taps inside the input.
 template <int B, int KW, int P>
-void depthwise_row(const DepthwiseShape& s, const float* in, const float* wp, float* out,
+void depthwise_row(const DepthwiseShape& s, const float* const* rp, const float* wp, float* out,
                    int64_t is, int64_t ws, int64_t os, int64_t y, int64_t x0, int64_t x1,
                    const Epilogue<B>* ep) {
   const int64_t kw = KW ? KW : s.kw;
@@ -52,7 +67,7 @@ void depthwise_row(const DepthwiseShape& s, const float* in, const float* wp, fl
   int64_t i0 = 0, i1 = s.kh;  // kernel rows inside the input
   while (i0 < s.kh && iy0 + i0 * s.dh < 0) ++i0;
   while (i1 > i0 && iy0 + (i1 - 1) * s.dh >= s.h) --i1;
-  const int64_t row = s.w * B, step = s.sw * B, dstep = s.dw * B;
+  const int64_t step = s.sw * B, dstep = s.dw * B;
   auto one = [&](int64_t x) {
     Vec<B> a{}, b{};
     const int64_t ix0 = x * s.sw - s.pw;
@@ -60,7 +75,7 @@ void depthwise_row(const DepthwiseShape& s, const float* in, const float* wp, fl
     while (j0 < kw && ix0 + j0 * s.dw < 0) ++j0;
     while (j1 > j0 && ix0 + (j1 - 1) * s.dw >= s.w) --j1;
     for (int64_t i = i0; i < i1; ++i) {
-      const float* r = in + (iy0 + i * s.dh) * row + ix0 * B;
+      const float* r = rp[i] + ix0 * B;
       const float* wr = wp + i * kw * B;
       for (int64_t j = j0; j < j1; ++j) {
         a += load<B>(r + j * dstep) * load<B>(wr + j * B);
@@ -76,7 +91,7 @@ void depthwise_row(const DepthwiseShape& s, const float* in, const float* wp, fl
     Vec<B> a0{}, a1{}, a2{}, a3{}, b0{}, b1{}, b2{}, b3{};
     const int64_t ix0 = x * s.sw - s.pw;
     for (int64_t i = i0; i < i1; ++i) {
-      const float* r = in + (iy0 + i * s.dh) * row + ix0 * B;
+      const float* r = rp[i] + ix0 * B;
       const float* wr = wp + i * kw * B;
       for (int64_t j = 0; j < kw; ++j) {
         const float* p = r + j * dstep;
@@ -105,39 +120,78 @@ void depthwise_row(const DepthwiseShape& s, const float* in, const float* wp, fl
 }
 
 // Output rows [t0, t1) of every block pair (a lone last block when the count is odd), in
-// the order (image, pair, row), spread over the threads.
+// the order (image, pair, row), spread over the threads in contiguous shares. With `pre`,
+// each thread keeps the activated input rows of its current pair in a ring of `span` rows
+// (row iy in slot iy % span: the rows one output row reads are `span` consecutive ones, so
+// they never share a slot), each slot holding the pair's two blocks one after the other.
 template <int B, int KW>
 void depthwise_run(const DepthwiseShape& s, int threads, int64_t x0, int64_t x1, const float* src,
                    const float* wp, const float* bp, float* dst, bool sum, const DepthwiseAct& act,
-                   int64_t t0, int64_t t1) {
-  const int64_t nb = s.c / B, pairs = (nb + 1) / 2;
-  const int64_t is = s.h * s.w * B, ws = s.kh * s.kw * B, os = s.oh * s.ow * B;
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t y = t % s.oh, np = t / s.oh, n = np / pairs, cb = np % pairs * 2;
-    Epilogue<B> ep[2];
-    for (int k = 0; k < 2 && cb + k < nb; ++k) {
-      ep[k] = {load<B>(bp + (cb + k) * B), Vec<B>{} + act.alpha, act.kind, sum};
-      if (act.kind == DepthwiseAct::kPrelu) ep[k].slope = load<B>(act.slope.data() + (cb + k) * B);
+                   const DepthwiseAct& pre, int64_t t0, int64_t t1) {
+  const int64_t nb = s.c / B, pairs = (nb + 1) / 2, row = s.w * B;
+  const int64_t is = s.h * row, ws = s.kh * s.kw * B, os = s.oh * s.ow * B;
+  const int64_t span = (s.kh - 1) * s.dh + 1;
+  const bool has_pre = pre.kind != DepthwiseAct::kNone;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const int64_t ta = t0 + (t1 - t0) * id / nt, tb = t0 + (t1 - t0) * (id + 1) / nt;
+    thread_local std::vector<const float*> rp;
+    thread_local std::vector<float> ring;
+    thread_local std::vector<int64_t> tag;  // per slot: pair * h + row held, -1: none
+    rp.assign(static_cast<size_t>(s.kh), nullptr);
+    if (has_pre) {
+      if (ring.size() < static_cast<size_t>(span * 2 * row))
+        ring.resize(static_cast<size_t>(span * 2 * row));
+      tag.assign(static_cast<size_t>(span), -1);
     }
-    const int64_t nc = n * nb + cb;
-    const float* in = src + nc * is;
-    float* out = dst + nc * os + y * s.ow * B;
-    if (cb + 1 < nb)
-      depthwise_row<B, KW, 2>(s, in, wp + cb * ws, out, is, ws, os, y, x0, x1, ep);
-    else
-      depthwise_row<B, KW, 1>(s, in, wp + cb * ws, out, is, ws, os, y, x0, x1, ep);
+    for (int64_t t = ta; t < tb; ++t) {
+      const int64_t y = t % s.oh, np = t / s.oh, n = np / pairs, cb = np % pairs * 2;
+      const int parts = cb + 1 < nb ? 2 : 1;
+      Epilogue<B> ep[2];
+      for (int k = 0; k < parts; ++k)
+        ep[k] = {load<B>(bp + (cb + k) * B), slopes<B>(act, cb + k), act.kind, sum};
+      const int64_t nc = n * nb + cb;
+      const float* in = src + nc * is;
+      const int64_t iy0 = y * s.sh - s.ph;
+      for (int64_t i = 0; i < s.kh; ++i) {
+        const int64_t iy = iy0 + i * s.dh;
+        if (iy < 0 || iy >= s.h) continue;  // depthwise_row skips these rows
+        if (!has_pre) {
+          rp[static_cast<size_t>(i)] = in + iy * row;
+          continue;
+        }
+        const int64_t slot = iy % span, key = np * s.h + iy;
+        float* r = ring.data() + slot * 2 * row;
+        rp[static_cast<size_t>(i)] = r;
+        if (tag[static_cast<size_t>(slot)] == key) continue;
+        tag[static_cast<size_t>(slot)] = key;
+        for (int k = 0; k < parts; ++k) {
+          const Vec<B> sl = slopes<B>(pre, cb + k);
+          const float* from = in + k * is + iy * row;
+          float* to = r + k * row;
+          for (int64_t x = 0; x < row; x += B)
+            store<B>(to + x, activate<B>(load<B>(from + x), pre.kind, sl));
+        }
+      }
+      const int64_t ris = has_pre ? row : is;
+      float* out = dst + nc * os + y * s.ow * B;
+      if (parts == 2)
+        depthwise_row<B, KW, 2>(s, rp.data(), wp + cb * ws, out, ris, ws, os, y, x0, x1, ep);
+      else
+        depthwise_row<B, KW, 1>(s, rp.data(), wp + cb * ws, out, ris, ws, os, y, x0, x1, ep);
+    }
   }
 }
 
 template <int B>
 void depthwise_dispatch(const DepthwiseShape& s, int threads, int64_t x0, int64_t x1,
                         const float* src, const float* wp, const float* bp, float* dst, bool sum,
-                        const DepthwiseAct& act, int64_t t0, int64_t t1) {
+                        const DepthwiseAct& act, const DepthwiseAct& pre, int64_t t0, int64_t t1) {
   if (s.kw == 3)
-    depthwise_run<B, 3>(s, threads, x0, x1, src, wp, bp, dst, sum, act, t0, t1);
+    depthwise_run<B, 3>(s, threads, x0, x1, src, wp, bp, dst, sum, act, pre, t0, t1);
   else
-    depthwise_run<B, 0>(s, threads, x0, x1, src, wp, bp, dst, sum, act, t0, t1);
+    depthwise_run<B, 0>(s, threads, x0, x1, src, wp, bp, dst, sum, act, pre, t0, t1);
 }
 
 }  // namespace
@@ -169,9 +223,9 @@ void DepthwiseConv::pack_weights(const float* w, std::span<const float> scale) {
 }
 
 void DepthwiseConv::forward(const float* src, const float* bias, float* dst, bool sum,
-                            const DepthwiseAct& act) {
+                            const DepthwiseAct& act, const DepthwiseAct& pre) {
   set_bias(bias);
-  run_rows(src, dst, sum, act, threads_, 0, rows());
+  run_rows(src, dst, sum, act, pre, threads_, 0, rows());
 }
 
 int64_t DepthwiseConv::rows() const { return s_.n * ((s_.c / s_.block + 1) / 2) * s_.oh; }
@@ -181,21 +235,22 @@ void DepthwiseConv::set_bias(const float* bias) {
 }
 
 void DepthwiseConv::forward_part(const float* src, float* dst, bool sum, const DepthwiseAct& act,
-                                 int part, int parts) const {
+                                 int part, int parts, const DepthwiseAct& pre) const {
   const int64_t r = rows();
-  run_rows(src, dst, sum, act, 1, r * part / parts, r * (part + 1) / parts);
+  run_rows(src, dst, sum, act, pre, 1, r * part / parts, r * (part + 1) / parts);
 }
 
 void DepthwiseConv::run_rows(const float* src, float* dst, bool sum, const DepthwiseAct& act,
-                             int threads, int64_t t0, int64_t t1) const {
-  if (act.kind == DepthwiseAct::kPrelu && act.slope.size() < static_cast<size_t>(s_.c))
-    throw std::invalid_argument("DepthwiseConv: PReLU needs one slope per channel");
+                             const DepthwiseAct& pre, int threads, int64_t t0, int64_t t1) const {
+  for (const DepthwiseAct* a : {&act, &pre})
+    if (a->kind == DepthwiseAct::kPrelu && a->slope.size() < static_cast<size_t>(s_.c))
+      throw std::invalid_argument("DepthwiseConv: PReLU needs one slope per channel");
   if (s_.block == 16)
-    depthwise_dispatch<16>(s_, threads, x0_, x1_, src, wp_.data(), bp_.data(), dst, sum, act, t0,
-                           t1);
+    depthwise_dispatch<16>(s_, threads, x0_, x1_, src, wp_.data(), bp_.data(), dst, sum, act, pre,
+                           t0, t1);
   else
-    depthwise_dispatch<8>(s_, threads, x0_, x1_, src, wp_.data(), bp_.data(), dst, sum, act, t0,
-                          t1);
+    depthwise_dispatch<8>(s_, threads, x0_, x1_, src, wp_.data(), bp_.data(), dst, sum, act, pre,
+                          t0, t1);
 }
 
 }  // namespace loom::nn

@@ -1,10 +1,16 @@
 // Loom's own inference depthwise convolution (one filter per channel, any kernel size, stride,
 // padding and dilation) on channel-blocked activations (nChw8c / nChw16c), with the per-channel
 // affine map of a folded BatchNorm, a bias, a residual sum and the activation (ReLU, leaky,
-// PReLU with one slope per channel) applied in its output loop:
+// PReLU with one slope per channel) applied in its output loop, and optionally an activation
+// `pre` of the same kinds applied to the input as it is read:
 //
-//   dst[n, c, y, x] = act(sum_{i,j} src[n, c, y*sh - ph + i*dh, x*sw - pw + j*dw] * w[c, i, j]
+//   dst[n, c, y, x] = act(sum_{i,j} pre(src[n, c, y*sh - ph + i*dh, x*sw - pw + j*dw]) * w[c, i, j]
 //                         * scale[c] + bias'[c] [+ dst[n, c, y, x]])
+//
+// (padding reads 0 either way: pre(0) = 0 for every kind). With `pre`, each thread activates
+// the input rows its output rows need into a ring of (kh - 1) * dh + 1 rows, once per row:
+// the PReLU that MobileFaceNet puts after each 1x1 expansion (which oneDNN 2.6's 1x1 kernels
+// cannot apply) then costs no pass over memory of its own.
 //
 // The loops run over channel blocks (a GCC vector of 8 or 16 floats), two blocks and four
 // outputs of a row at once, the interior columns without bounds checks. It exists because
@@ -51,21 +57,23 @@ class DepthwiseConv {
 
   /// dst = act(dwconv(src, packed weights) + bias [+ dst]) on the channel-blocked arrays;
   /// `bias` per channel (null: 0), added after the scale. `dst` must not overlap `src`.
-  void forward(const float* src, const float* bias, float* dst, bool sum, const DepthwiseAct& act);
+  /// `pre`: the activation applied to src as it is read (kNone: none).
+  void forward(const float* src, const float* bias, float* dst, bool sum, const DepthwiseAct& act,
+               const DepthwiseAct& pre = {});
 
   /// forward() in parts for a caller's own threads: set_bias once, then forward_part for
   /// part = 0 .. parts - 1 (concurrently, any order), each computing its share of the output
   /// rows on the calling thread.
   void set_bias(const float* bias);
   void forward_part(const float* src, float* dst, bool sum, const DepthwiseAct& act, int part,
-                    int parts) const;
+                    int parts, const DepthwiseAct& pre = {}) const;
 
   const DepthwiseShape& shape() const { return s_; }
 
  private:
   int64_t rows() const;  // (image, block pair, output row) triples
-  void run_rows(const float* src, float* dst, bool sum, const DepthwiseAct& act, int threads,
-                int64_t t0, int64_t t1) const;
+  void run_rows(const float* src, float* dst, bool sum, const DepthwiseAct& act,
+                const DepthwiseAct& pre, int threads, int64_t t0, int64_t t1) const;
 
   DepthwiseShape s_;
   int threads_;

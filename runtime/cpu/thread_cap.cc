@@ -42,6 +42,10 @@ int threads_for_work(double flops, double bytes) {
   return estimated_us(flops, bytes) < env_microseconds("LOOM_SERIAL_US", 80.0) ? 1 : 0;
 }
 
+bool team_split_worth(double flops, double bytes) {
+  return estimated_us(flops, bytes) < env_microseconds("LOOM_TEAM_SPLIT_US", 1000.0);
+}
+
 bool parallel_worth(double bytes) { return threads_for_work(0, bytes) != 1; }
 
 ThreadCap::ThreadCap(int threads) {

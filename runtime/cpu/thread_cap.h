@@ -16,6 +16,13 @@ namespace loom::dnnl_util {
 /// Read at every call (bind time), so tests can switch it.
 int threads_for_work(double flops, double bytes);
 
+/// True when a layer doing `flops` / moving `bytes` per call is small enough (estimated
+/// single-thread time below LOOM_TEAM_SPLIT_US microseconds, default 1000) to run its
+/// inference split over Loom's thread team (runtime/cpu/thread_team.h) rather than one
+/// OpenMP region: the team's workers spin between back-to-back layers, while passive OpenMP
+/// threads must be woken for each (MobileFaceNet b1 with AVX2: 3.9 -> 2.5 ms).
+bool team_split_worth(double flops, double bytes);
+
 /// A time in microseconds from environment variable `name` (a number >= 0), or `fallback`
 /// when it is unset or empty; throws Error naming the variable otherwise (LOOM_SERIAL_US,
 /// LOOM_TEAM_SPIN_US).

@@ -176,16 +176,19 @@ void ThreadTeam::run(int parts, PartFn fn) {
       if (i % 64 == 0 && !stalled && Clock::now() - t1 > limit) stalled = true;
       if (i % 1024 == 0) sched_yield();
     }
-    if (stalled) {
+    const auto now = Clock::now();
+    if (stalled && now - last_stall_ < std::chrono::milliseconds(kStallWindowMs)) {
       // Back to back stalls (another process keeps the cores busy) double the serial
       // stretch, up to kStallBackoffMaxMs; a stall after a calm stretch starts again at
       // kStallBackoffMs.
-      const auto now = Clock::now();
       const auto calm = now - serial_until_ > 4 * backoff_;
       backoff_ = calm ? std::chrono::milliseconds(kStallBackoffMs)
                       : std::min<std::chrono::milliseconds>(
                             2 * backoff_, std::chrono::milliseconds(kStallBackoffMaxMs));
       serial_until_ = now + backoff_;
+    }
+    if (stalled) {
+      last_stall_ = now;
       stalls_.fetch_add(1, std::memory_order_relaxed);
     }
   }

@@ -60,19 +60,21 @@ class ThreadTeam {
   /// here after every part finished. Serial on the caller when called from inside a part,
   /// while another thread runs the team, with one part or a one-thread team, in a forked
   /// child, and for kStallBackoffMs after a run whose caller waited for a worker much longer
-  /// than its own share took (over 300 us and 3x): a preempted worker, as when another
-  /// process uses the cores, would otherwise hold up every run by a scheduler time slice.
-  /// Stalls soon after the last serial stretch double it, up to kStallBackoffMaxMs.
+  /// than its own share took (over 300 us and 3x) for the second time within kStallWindowMs:
+  /// a preempted worker, as when another process uses the cores, would otherwise hold up
+  /// every run by a scheduler time slice. A lone stall (a virtual CPU descheduled for a
+  /// moment on a shared host) costs less than a serial stretch would. Stalls soon after the
+  /// last serial stretch double it, up to kStallBackoffMaxMs.
   void run(int parts, PartFn fn);
 
   /// Spinning workers block now instead of at the end of their spin budget (cheap; nothing
   /// when no worker is spinning). The next run() wakes them.
   void park();
 
-  /// Runs in which the caller waited for a preempted worker (each then makes the next
-  /// kStallBackoffMs of runs serial).
+  /// Runs in which the caller waited for a preempted worker (the second within
+  /// kStallWindowMs then makes the next kStallBackoffMs of runs serial).
   long stalls() const { return stalls_.load(std::memory_order_relaxed); }
-  static constexpr int kStallBackoffMs = 100, kStallBackoffMaxMs = 1600;
+  static constexpr int kStallBackoffMs = 100, kStallBackoffMaxMs = 1600, kStallWindowMs = 200;
 
   /// The process-wide team, or null before its first use.
   static const ThreadTeam* existing();
@@ -107,6 +109,7 @@ class ThreadTeam {
   const PartFn* fn_ = nullptr;                            // valid while a run is in progress
   std::chrono::steady_clock::time_point serial_until_{};  // under run_mu_
   std::chrono::milliseconds backoff_{kStallBackoffMs};    // under run_mu_
+  std::chrono::steady_clock::time_point last_stall_{};    // under run_mu_
   std::atomic<long> stalls_{0};
   std::mutex err_mu_;
   std::exception_ptr err_;

@@ -35,11 +35,20 @@ int64_t blocked(const DepthwiseShape& s, int64_t n, int64_t c, int64_t y, int64_
   return (((n * (s.c / s.block) + c / s.block) * h + y) * w + x) * s.block + c % s.block;
 }
 
-// Naive depthwise convolution with the epilogue, in double, on blocked arrays.
+// act(v) of channel c in double.
+double activate(const DepthwiseAct& act, int64_t c, double v) {
+  const double a = act.kind == DepthwiseAct::kPrelu   ? act.slope[c]
+                   : act.kind == DepthwiseAct::kLeaky ? act.alpha
+                                                      : 0.0;
+  return act.kind != DepthwiseAct::kNone && v < 0 ? v * a : v;
+}
+
+// Naive depthwise convolution with the epilogue (and `pre` applied to each input read), in
+// double, on blocked arrays.
 std::vector<float> reference(const DepthwiseShape& s, const std::vector<float>& x,
                              const std::vector<float>& w, const std::vector<float>& scale,
                              const std::vector<float>& bias, std::vector<float> out, bool sum,
-                             const DepthwiseAct& act) {
+                             const DepthwiseAct& act, const DepthwiseAct& pre = {}) {
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t c = 0; c < s.c; ++c)
       for (int64_t y = 0; y < s.oh; ++y)
@@ -49,15 +58,11 @@ std::vector<float> reference(const DepthwiseShape& s, const std::vector<float>& 
             for (int64_t j = 0; j < s.kw; ++j) {
               const int64_t iy = y * s.sh - s.ph + i * s.dh, ix = z * s.sw - s.pw + j * s.dw;
               if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
-              acc += double{x[blocked(s, n, c, iy, ix, s.h, s.w)]} * w[(c * s.kh + i) * s.kw + j];
+              acc += activate(pre, c, x[blocked(s, n, c, iy, ix, s.h, s.w)]) *
+                     w[(c * s.kh + i) * s.kw + j];
             }
           const int64_t o = blocked(s, n, c, y, z, s.oh, s.ow);
-          double v = acc * scale[c] + bias[c] + (sum ? out[o] : 0.0);
-          const double a = act.kind == DepthwiseAct::kPrelu   ? act.slope[c]
-                           : act.kind == DepthwiseAct::kLeaky ? act.alpha
-                                                              : 0.0;
-          if (act.kind != DepthwiseAct::kNone && v < 0) v *= a;
-          out[o] = static_cast<float>(v);
+          out[o] = static_cast<float>(activate(act, c, acc * scale[c] + bias[c] + (sum ? out[o] : 0.0)));
         }
   return out;
 }
@@ -84,22 +89,25 @@ TEST(DepthwiseKernel, MatchesNaiveConvolution) {
                                  pad,  dil,  dil,    block};
                 ASSERT_TRUE(nn::depthwise_supported(s));
                 std::vector<float> x(static_cast<size_t>(s.n * c * h * w)),
-                    wt(static_cast<size_t>(c * k * k)), scale(c), bias(c), slope(c),
+                    wt(static_cast<size_t>(c * k * k)), scale(c), bias(c), slope(c), pslope(c),
                     out(static_cast<size_t>(s.n * c * s.oh * s.ow));
-                fill(x), fill(wt), fill(scale), fill(bias), fill(slope), fill(out);
+                fill(x), fill(wt), fill(scale), fill(bias), fill(slope), fill(pslope), fill(out);
                 DepthwiseConv dw(s, (cases % 2) + 1);  // one thread and two in turn
                 dw.pack_weights(wt.data(), scale);
                 for (int kind = 0; kind < 4; ++kind)
                   for (bool sum : {false, true}) {
                     const DepthwiseAct act{static_cast<DepthwiseAct::Kind>(kind), 0.1f, slope};
-                    auto want = reference(s, x, wt, scale, bias, out, sum, act);
+                    // An activation of the input as it is read, every kind in turn.
+                    const DepthwiseAct pre{static_cast<DepthwiseAct::Kind>((kind + sum + cases) % 4),
+                                           0.2f, pslope};
+                    auto want = reference(s, x, wt, scale, bias, out, sum, act, pre);
                     auto got = out;
-                    dw.forward(x.data(), bias.data(), got.data(), sum, act);
+                    dw.forward(x.data(), bias.data(), got.data(), sum, act, pre);
                     for (size_t i = 0; i < got.size(); ++i)
                       ASSERT_NEAR(got[i], want[i], 1e-4f * (1.f + std::fabs(want[i])))
                           << "block " << block << " c" << c << " k" << k << " s" << stride << " p"
                           << pad << " d" << dil << " " << h << "x" << w << " act " << kind
-                          << " sum " << sum << " at " << i;
+                          << " pre " << int{pre.kind} << " sum " << sum << " at " << i;
                     ++cases;
                   }
               }
@@ -117,6 +125,38 @@ TEST(DepthwiseKernel, NoScaleNoBiasIsThePlainConvolution) {
   const std::vector<float> ones(16, 1.f), zeros(16, 0.f);
   auto want = reference(s, x, w, ones, zeros, out, false, {});
   for (size_t i = 0; i < out.size(); ++i) ASSERT_FLOAT_EQ(out[i], want[i]) << i;
+}
+
+// forward_part in any number of parts (each with its own ring of activated input rows,
+// starting anywhere in a block pair's rows) gives forward's result.
+TEST(DepthwiseKernel, PartsWithInputActivationMatchTheWhole) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto [k, stride, dil] : {std::tuple{3, 1, 1}, {3, 2, 1}, {5, 1, 2}}) {
+    const int64_t c = 40, h = 11, pad = (k - 1) * dil / 2, span = (k - 1) * dil + 1;
+    const int64_t o = (h + 2 * pad - span) / stride + 1;
+    const DepthwiseShape s{2, c, h, h, o, o, k, k, stride, stride, pad, pad, dil, dil, 8};
+    std::vector<float> x(static_cast<size_t>(2 * c * h * h)), wt(static_cast<size_t>(c * k * k)),
+        bias(c), slope(c), pslope(c);
+    for (auto* v : {&x, &wt, &bias, &slope, &pslope})
+      for (auto& e : *v) e = nd(rng);
+    DepthwiseConv dw(s, 1);
+    dw.pack_weights(wt.data(), {});
+    const DepthwiseAct act{DepthwiseAct::kPrelu, 0.f, slope},
+        pre{DepthwiseAct::kPrelu, 0.f, pslope};
+    const std::vector<float> ones(c, 1.f);
+    const auto want = reference(s, x, wt, ones, bias,
+                                std::vector<float>(static_cast<size_t>(2 * c * o * o)), false,
+                                act, pre);
+    for (int parts : {1, 2, 3, 7}) {
+      std::vector<float> got(want.size(), -9.f);
+      dw.set_bias(bias.data());
+      for (int p = parts - 1; p >= 0; --p) dw.forward_part(x.data(), got.data(), false, act, p, parts, pre);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-4f * (1.f + std::fabs(want[i])))
+            << "k" << k << " s" << stride << " d" << dil << " parts " << parts << " at " << i;
+    }
+  }
 }
 
 // ---- In graphs ----
@@ -227,6 +267,76 @@ TEST(DepthwiseInGraph, OtherActivationsStayWithOneDnnUnlessForced) {
       check(32, 3, 2, 1, type, 2, force);
       if (HasFatalFailure()) return;
     }
+}
+
+// An activation computing a depthwise layer's input in place that nothing before it takes
+// (PReLU after a 1x1 layer oneDNN runs; any kind after a pooling) is applied by Loom's
+// depthwise kernel as it reads its input (PostOps::pre), with the layer's own BatchNorm and
+// PReLU after it: the same result as with LOOM_FUSE_PRE_ACT=0 and with every fusion off.
+Symbol pre_net(int c, int k, int stride, const std::string& type, bool after_pool) {
+  auto x = conv1x1(Symbol::Variable("data"), "stem", c);
+  if (after_pool)
+    x = Symbol::Op("Pooling", {x},
+                   {{"kernel", "(3,3)"}, {"stride", "(1,1)"}, {"pad", "(1,1)"}, {"pool_type", "max"}},
+                   "mp");
+  else
+    x = bn(x, "bn0");
+  auto d = act(bn(dwconv(act(x, "a0", type), "dw", c, k, stride, k / 2), "bn1"), "a1", "prelu");
+  return Symbol::Op("Pooling", {conv1x1(d, "last", c)},
+                    {{"kernel", "(2,2)"}, {"stride", "(2,2)"}, {"pool_type", "avg"}}, "pool");
+}
+
+TEST(DepthwiseInGraph, InputActivationIsAppliedByTheKernel) {
+  const int block = dnnl_util::preferred_channel_block();
+  BindOptions o;
+  o.default_req = Req::kNull;
+  auto bind_with = [&](const Symbol& sym, const Executor* like, std::vector<const char*> off) {
+    setenv("LOOM_TEAM_SPLIT", "0", 1);  // else the split 1x1 layer applies the PReLU itself
+    for (auto* v : off) setenv(v, "0", 1);
+    auto e = like ? Executor::bind(sym, like->arg_dict(), {}, like->aux_dict(), o)
+                  : Executor::simple_bind(sym, {{"data", Shape{2, 2 * block, 13, 13}}}, o);
+    for (auto* v : off) unsetenv(v);
+    unsetenv("LOOM_TEAM_SPLIT");
+    return e;
+  };
+  for (const char* type : {"prelu", "leaky", "relu"})
+    for (bool after_pool : {false, true})
+      for (auto [k, stride] : {std::pair{3, 1}, {3, 2}, {5, 1}}) {
+        if (!after_pool && std::string(type) != "prelu") continue;  // oneDNN fuses those
+        SCOPED_TRACE(std::string(type) + (after_pool ? " after pool" : " after BN") + " k" +
+                     S(k) + " s" + S(stride));
+        const Symbol sym = pre_net(2 * block, k, stride, type, after_pool);
+        auto ex = bind_with(sym, nullptr, {});
+        EXPECT_EQ(ex->fused_pre_activations(), 1u);
+        int seed = 3;
+        for (const auto& [name, a] : ex->arg_dict())
+          set(a, name.find("gamma") != std::string::npos ? 0.05f : -0.5f, 0.5f, seed++);
+        for (const auto& [name, a] : ex->aux_dict())
+          set(a, name.find("var") != std::string::npos ? 0.5f : -0.5f,
+              name.find("var") != std::string::npos ? 2.f : 0.5f, seed++);
+        auto no_pre = bind_with(sym, ex.get(), {"LOOM_FUSE_PRE_ACT"});
+        EXPECT_EQ(no_pre->fused_pre_activations(), 0u);
+        auto none = bind_with(sym, ex.get(),
+                              {"LOOM_FUSE_CONV_BN", "LOOM_FUSE_CONV_SUM", "LOOM_FUSE_CONV_ACT",
+                               "LOOM_FUSE_EPILOGUE"});
+        EXPECT_EQ(none->fused_pre_activations(), 0u);
+        for (int call = 0; call < 2; ++call) {
+          for (auto* e : {ex.get(), no_pre.get(), none.get()}) e->forward(false);
+          const auto want = host(none->outputs()[0]);
+          expect_near(host(ex->outputs()[0]), want, "call " + S(call));
+          expect_near(host(no_pre->outputs()[0]), want, "no pre, call " + S(call));
+        }
+        // Changed slopes are seen; a training call runs the activation as its own step.
+        if (ex->arg_dict().count("a0_gamma")) set(ex->arg_dict().at("a0_gamma"), 0.1f, 0.3f, 41);
+        set(ex->arg_dict().at("a1_gamma"), 0.1f, 0.3f, 42);
+        for (bool train : {false, true}) {
+          ex->forward(train);
+          none->forward(train);
+          expect_near(host(ex->outputs()[0]), host(none->outputs()[0]),
+                      train ? "training call" : "after changes");
+        }
+        if (HasFatalFailure()) return;
+      }
 }
 
 }  // namespace

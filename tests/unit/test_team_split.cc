@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -47,6 +48,47 @@ TEST(ThreadTeam, PartsRunConcurrently) {
     while (arrived.load() < 2) std::this_thread::yield();
   });
   EXPECT_EQ(arrived.load(), 2);
+}
+
+// A worker that holds its part far longer than the caller's share took (a preempted one) is
+// a stall. One alone changes nothing; a second within kStallWindowMs makes the next runs
+// serial on the caller.
+TEST(ThreadTeam, SecondStallInAWindowMakesRunsSerial) {
+  cpu::ThreadTeam team(2, 1000.0);
+  // Part 0 waits (up to 1 s) until part 1 has started elsewhere: true when they overlapped.
+  auto overlapped = [&] {
+    std::atomic<int> started{0};
+    std::atomic<bool> met{false};
+    team.run(2, [&](int p) {
+      if (p == 1) {
+        started.store(1);
+        return;
+      }
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (!started.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      met.store(started.load() != 0);
+    });
+    return met.load();
+  };
+  // The worker's part outlasts the caller's by far (the caller waits for it to start).
+  auto stall = [&] {
+    std::atomic<int> started{0};
+    team.run(2, [&](int p) {
+      if (p == 1) {
+        started.store(1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return;
+      }
+      while (!started.load()) std::this_thread::yield();
+    });
+  };
+  EXPECT_TRUE(overlapped());  // wakes the worker
+  stall();
+  EXPECT_EQ(team.stalls(), 1);
+  EXPECT_TRUE(overlapped());  // a lone stall: still in parallel
+  stall();
+  EXPECT_EQ(team.stalls(), 2);
+  EXPECT_FALSE(overlapped());  // serial now
 }
 
 TEST(ThreadTeam, ExceptionReachesCallerAndTeamStaysUsable) {
@@ -213,6 +255,7 @@ struct TsplitRun {
   std::vector<float> out;
   std::map<std::string, std::vector<float>> values;  // every argument and aux array
   bool split = false;                                // a layer ran split
+  size_t fused_act = 0;                              // activations applied as post-ops
 };
 
 TsplitRun tsplit_run(const Symbol& sym, const Shape& data, const char* split, int threads,
@@ -243,6 +286,7 @@ TsplitRun tsplit_run(const Symbol& sym, const Shape& data, const char* split, in
   ex->forward(false);  // the second call reuses the reordered weights
   r.out = test_util::host(ex->outputs()[0]);
   r.split = nn::split_conv_calls() > calls_before;
+  r.fused_act = ex->fused_activation_pairs();
   omp_set_num_threads(before);
   return r;
 }
@@ -295,6 +339,10 @@ void tsplit_check(const TsplitCase& t, int threads, bool fuse_act = true, bool s
   if (split_known) {
     EXPECT_TRUE(on.split);
   }
+  // The split layer applies its activation (PReLU as a pass over each part's output).
+  if (fuse_act && !t.act.empty()) {
+    EXPECT_GE(on.fused_act, 1u);
+  }
   const auto ref = tsplit_reference(t, on);
   ASSERT_EQ(on.out.size(), ref.size());
   ASSERT_EQ(off.out.size(), ref.size());
@@ -314,6 +362,28 @@ TEST(TeamSplitConv, OneByOneLayersMatchReference) {
   tsplit_check({1, 64, 128, 7, 1, 1, false, true, true, ""}, 2);
   tsplit_check({1, 64, 80, 8, 1, 1, false, true, true, "prelu"}, 3);
   tsplit_check({2, 48, 48, 8, 1, 1, true, true, false, "leaky"}, 4);
+}
+
+// Layers above the one-thread threshold split too in inference while their estimated time
+// is below LOOM_TEAM_SPLIT_US (=0: never).
+TEST(TeamSplitConv, LayersBelowTheSplitThresholdSplit) {
+  const TsplitCase t{1, 32, 80, 8, 1, 1, false, true, false, "prelu"};
+  const Symbol sym = tsplit_net(t);
+  setenv("LOOM_SERIAL_US", "0", 1);  // no layer capped at one thread
+  auto band = tsplit_run(sym, {1, 8, 8, 8}, "1", 2);
+  setenv("LOOM_TEAM_SPLIT_US", "0", 1);
+  auto none = tsplit_run(sym, {1, 8, 8, 8}, "1", 2);
+  unsetenv("LOOM_TEAM_SPLIT_US");
+  unsetenv("LOOM_SERIAL_US");
+  EXPECT_TRUE(band.split);
+  EXPECT_FALSE(none.split);
+  const auto ref = tsplit_reference(t, band);
+  ASSERT_EQ(band.out.size(), ref.size());
+  ASSERT_EQ(none.out.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_NEAR(band.out[i], ref[i], 1e-4 * (1.0 + std::fabs(ref[i]))) << i;
+    ASSERT_NEAR(none.out[i], band.out[i], 1e-4 * (1.0 + std::fabs(ref[i]))) << i;
+  }
 }
 
 // The activation as its own pass (LeakyReLU's prelu loop over a blocked array of more than
