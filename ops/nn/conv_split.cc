@@ -149,16 +149,17 @@ void SplitConv::forward(const float* src, const NDArray& weights, std::span<cons
       cache_.version != version ||
       !std::equal(scale.begin(), scale.end(), cache_.scale.begin(), cache_.scale.end())) {
     const size_t per = static_cast<size_t>((s_.depthwise ? 1 : s_.c) * s_.kh * s_.kw);
-    const size_t nf = static_cast<size_t>(s_.k);
     const float* w = weights.cdata<float>();
-    folded_.resize(nf * per);
-    for (size_t f = 0; f < nf; ++f) {
-      const float sc = scale.empty() ? 1.f : scale[f];
-      for (size_t k = 0; k < per; ++k) folded_[f * per + k] = w[f * per + k] * sc;
-    }
+    // The scaled weights one part at a time, in a buffer freed at once (kept, they would
+    // add a copy of every split layer's weights to the peak memory: ResNet-50 b1 +18 MB).
     for (auto& p : parts_) {
-      dnnl::memory plain(p->w_plain, dnnl_util::engine(),
-                         folded_.data() + static_cast<size_t>(p->f0) * per);
+      const size_t f0 = static_cast<size_t>(p->f0), f1 = static_cast<size_t>(p->f1);
+      std::vector<float> folded((f1 - f0) * per);
+      for (size_t f = f0; f < f1; ++f) {
+        const float sc = scale.empty() ? 1.f : scale[f];
+        for (size_t k = 0; k < per; ++k) folded[(f - f0) * per + k] = w[f * per + k] * sc;
+      }
+      dnnl::memory plain(p->w_plain, dnnl_util::engine(), folded.data());
       dnnl_util::execute(dnnl::reorder(plain, p->w), {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, p->w}});
     }
     cache_ = {};

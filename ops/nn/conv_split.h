@@ -68,7 +68,7 @@ class SplitConv {
     std::vector<float> scale;
     bool valid = false;
   } cache_;
-  std::vector<float> folded_, zero_bias_;
+  std::vector<float> zero_bias_;
 };
 
 /// Calls of SplitConv::forward in this process (tests check which path ran).
