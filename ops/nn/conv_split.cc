@@ -60,17 +60,10 @@ SplitConv::SplitConv(const SplitConvShape& s, const PostOps& ops, int parts)
   // Two attributes (a primitive_attr copy shares its object): `attr` with PReLU as a post-op,
   // `attr_own_prelu` without it.
   primitive_attr attr, attr_own_prelu;
-  post_ops po;
-  if (ops.sum) po.append_sum(1.f);
-  if (ops.act.kind == FusedActivation::kRelu)
-    po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
-  else if (ops.act.kind == FusedActivation::kLeaky)
-    po.append_eltwise(1.f, algorithm::eltwise_relu, ops.act.alpha, 0.f);
   attr_own_prelu.set_scratchpad_mode(scratchpad_mode::user);
-  attr_own_prelu.set_post_ops(po);
-  if (prelu_) po.append_prelu(1 << 1);
+  attr_own_prelu.set_post_ops(make_post_ops(ops, /*with_prelu=*/false));
   attr.set_scratchpad_mode(scratchpad_mode::user);
-  attr.set_post_ops(po);
+  attr.set_post_ops(make_post_ops(ops, /*with_prelu=*/true));
   size_t scratch_at = 0;
   for (int p = 0; p < parts; ++p) {
     auto part = std::make_unique<Part>();
@@ -142,12 +135,7 @@ size_t SplitConv::workspace_bytes() const {
 void SplitConv::forward(const float* src, const NDArray& weights, std::span<const float> scale,
                         const float* bias, std::span<const float> slope, float* dst,
                         void* workspace) {
-  const auto& st = weights.storage();
-  const bool escaped = st->escaped();
-  const uint64_t version = st->version();
-  if (escaped || !cache_.valid || cache_.owner.lock() != st || cache_.offset != weights.offset() ||
-      cache_.version != version ||
-      !std::equal(scale.begin(), scale.end(), cache_.scale.begin(), cache_.scale.end())) {
+  if (!cache_.matches(weights, scale)) {
     const size_t per = static_cast<size_t>((s_.depthwise ? 1 : s_.c) * s_.kh * s_.kw);
     const float* w = weights.cdata<float>();
     // The scaled weights one part at a time, in a buffer freed at once (kept, they would
@@ -162,8 +150,7 @@ void SplitConv::forward(const float* src, const NDArray& weights, std::span<cons
       dnnl::memory plain(p->w_plain, dnnl_util::engine(), folded.data());
       dnnl_util::execute(dnnl::reorder(plain, p->w), {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, p->w}});
     }
-    cache_ = {};
-    if (!escaped) cache_ = {st, weights.offset(), version, {scale.begin(), scale.end()}, true};
+    cache_.remember(weights, scale);
   }
   const float* b = bias ? bias : zero_bias_.data();
   char* ws = static_cast<char*>(workspace);

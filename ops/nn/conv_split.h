@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ops/nn/dnnl_args.h"
+#include "ops/nn/weight_version.h"
 #include "ops/op.h"
 #include "runtime/cpu/dnnl_util.h"
 
@@ -61,13 +62,7 @@ class SplitConv {
   int prelu_arg_ = 0;
   std::vector<std::unique_ptr<Part>> parts_;
   std::string impl_;
-  struct {  // the weights the parts hold reordered: which array, write version and scale
-    std::weak_ptr<Storage> owner;
-    size_t offset = 0;
-    uint64_t version = 0;
-    std::vector<float> scale;
-    bool valid = false;
-  } cache_;
+  WeightVersion cache_;  // the weights the parts hold reordered
   std::vector<float> zero_bias_;
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "ops/nn/dnnl_args.h"
 #include "runtime/ndarray.h"
 
 namespace loom::nn {
@@ -24,15 +25,9 @@ SubsampleConv1x1::SubsampleConv1x1(const SubsampleShape& s, const PostOps& ops)
   const auto bias = dnnl_util::plain_md({s.k});
   primitive_attr attr;
   attr.set_scratchpad_mode(scratchpad_mode::user);
-  post_ops po;
-  if (ops.sum) po.append_sum(1.f);
-  if (ops.act.kind == FusedActivation::kRelu)
-    po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
-  else if (ops.act.kind == FusedActivation::kLeaky)
-    po.append_eltwise(1.f, algorithm::eltwise_relu, ops.act.alpha, 0.f);
-  else if (ops.act.kind != FusedActivation::kNone)
+  if (ops.act.kind == FusedActivation::kPrelu)
     throw error(dnnl_unimplemented, "subsampled 1x1 convolution: no PReLU");
-  attr.set_post_ops(po);
+  attr.set_post_ops(make_post_ops(ops, /*with_prelu=*/false));
   convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct, src_md_,
                               dnnl_util::any_md({s.k, s.c, 1, 1}), bias, dst, {1, 1}, {0, 0},
                               {0, 0}, {0, 0});
@@ -79,23 +74,18 @@ void SubsampleConv1x1::subsample(const float* x, float* y, int64_t nb, int64_t h
 
 void SubsampleConv1x1::forward(const float* x, const NDArray& weights, std::span<const float> scale,
                                const float* bias, float* dst, void* workspace) {
-  const auto& st = weights.storage();
-  const bool escaped = st->escaped();
-  const uint64_t version = st->version();
-  if (escaped || !cache_.valid || cache_.owner.lock() != st || cache_.offset != weights.offset() ||
-      cache_.version != version ||
-      !std::equal(scale.begin(), scale.end(), cache_.scale.begin(), cache_.scale.end())) {
+  if (!cache_.matches(weights, scale)) {
+    // Scaled in a temporary: kept, it would be one more copy of the weights in memory.
     const size_t per = static_cast<size_t>(s_.c), nf = static_cast<size_t>(s_.k);
     const float* w = weights.cdata<float>();
-    folded_.resize(nf * per);
+    std::vector<float> folded(nf * per);
     for (size_t f = 0; f < nf; ++f) {
       const float sc = scale.empty() ? 1.f : scale[f];
-      for (size_t k = 0; k < per; ++k) folded_[f * per + k] = w[f * per + k] * sc;
+      for (size_t k = 0; k < per; ++k) folded[f * per + k] = w[f * per + k] * sc;
     }
-    dnnl::memory plain(w_plain_, dnnl_util::engine(), folded_.data());
+    dnnl::memory plain(w_plain_, dnnl_util::engine(), folded.data());
     dnnl_util::execute(dnnl::reorder(plain, w_), {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, w_}});
-    cache_ = {};
-    if (!escaped) cache_ = {st, weights.offset(), version, {scale.begin(), scale.end()}, true};
+    cache_.remember(weights, scale);
   }
   auto* ws = static_cast<char*>(workspace);
   float* sub = reinterpret_cast<float*>(ws);

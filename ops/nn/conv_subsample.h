@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/nn/weight_version.h"
 #include "ops/op.h"
 #include "runtime/cpu/dnnl_util.h"
 
@@ -54,16 +55,9 @@ class SubsampleConv1x1 {
   dnnl::memory::desc src_md_, scratch_md_;
   dnnl::memory src_, w_, bias_, dst_, scratch_;
   std::string impl_;
-  // The weights in the primitive's layout and which array version and scale they came from.
-  struct {
-    std::weak_ptr<Storage> owner;
-    size_t offset = 0;
-    uint64_t version = 0;
-    std::vector<float> scale;
-    bool valid = false;
-  } cache_;
+  WeightVersion cache_;  // what the weights in the primitive's layout (w_) came from
   dnnl::memory::desc w_plain_, w_chosen_;
-  std::vector<float> folded_, zero_bias_;
+  std::vector<float> zero_bias_;
 };
 
 }  // namespace loom::nn

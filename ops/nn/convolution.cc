@@ -294,22 +294,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
       return true;
     primitive_attr attr;
     attr.set_scratchpad_mode(scratchpad_mode::user);
-    post_ops po;
-    if (ops.sum) po.append_sum(1.f);
-    switch (ops.act.kind) {
-      case FusedActivation::kRelu:
-        po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
-        break;
-      case FusedActivation::kLeaky:
-        po.append_eltwise(1.f, algorithm::eltwise_relu, ops.act.alpha, 0.f);
-        break;
-      case FusedActivation::kPrelu:
-        po.append_prelu(1 << 1);  // one slope per output channel
-        break;
-      case FusedActivation::kNone:
-        break;
-    }
-    attr.set_post_ops(po);
+    attr.set_post_ops(nn::make_post_ops(ops, /*with_prelu=*/true));
     // Inference primitives first (the weights are only ever reordered into their layout, so
     // f32 Winograd 2x3's format serves too), then the training forward's implementation.
     // A 3x3 layer the forward runs direct (maps too small for Winograd's 4x3 tiles) first
@@ -679,16 +664,10 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     if (ops.act.kind == FusedActivation::kPrelu && ops.act.slope.size() != nf) return false;
     if (ops.pre.kind == FusedActivation::kPrelu && ops.pre.slope.size() != nf) return false;
     // Repack the weights (scale folded in) unless they provably did not change.
-    const auto& st = in[1].storage();
     const std::span<const float> scale = ops.affine ? ops.scale : std::span<const float>();
-    if (st->escaped() || dw_weights_.owner.lock() != st || dw_weights_.offset != in[1].offset() ||
-        dw_weights_.version != st->version() ||
-        !std::equal(scale.begin(), scale.end(), dw_weights_.scale.begin(),
-                    dw_weights_.scale.end())) {
+    if (!dw_weights_.matches(in[1], scale)) {
       dw_->pack_weights(in[1].cdata<float>(), scale);
-      dw_weights_ = {};
-      if (!st->escaped())
-        dw_weights_ = {st, in[1].offset(), st->version(), {scale.begin(), scale.end()}};
+      dw_weights_.remember(in[1], scale);
     }
     static_assert(int{nn::DepthwiseAct::kPrelu} == int{FusedActivation::kPrelu} &&
                   int{nn::DepthwiseAct::kLeaky} == int{FusedActivation::kLeaky} &&
@@ -750,12 +729,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
   bool plain_split_tried_ = false;
   PostOps split_ops_;
   int team_threads_ = 0;  // parts when the layer may split (0: it may not)
-  struct {                // the weights dw_ holds packed: which array, write version and scale
-    std::weak_ptr<Storage> owner;
-    size_t offset = 0;
-    uint64_t version = 0;
-    std::vector<float> scale;
-  } dw_weights_;
+  nn::WeightVersion dw_weights_;  // the weights dw_ holds packed
   std::vector<float> fused_bias_;
   dnnl::algorithm algo_ = dnnl::algorithm::convolution_direct;
   dnnl::memory::dims strides_, dilates_, pad_, wdims_;

@@ -10,10 +10,34 @@
 #include <string>
 #include <vector>
 
+#include "ops/op.h"
 #include "runtime/base.h"
 #include "runtime/cpu/dnnl_util.h"
 
 namespace loom::nn {
+
+/// The oneDNN post-ops of `ops` after its affine map (which the caller folds into the weights
+/// and bias): the sum, then ReLU or leaky as an eltwise relu with a slope, and with
+/// `with_prelu` PReLU as a prelu post-op with one slope per output channel (without, a PReLU
+/// is the caller's to apply or refuse).
+inline dnnl::post_ops make_post_ops(const PostOps& ops, bool with_prelu) {
+  dnnl::post_ops po;
+  if (ops.sum) po.append_sum(1.f);
+  switch (ops.act.kind) {
+    case FusedActivation::kRelu:
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      break;
+    case FusedActivation::kLeaky:
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, ops.act.alpha, 0.f);
+      break;
+    case FusedActivation::kPrelu:
+      if (with_prelu) po.append_prelu(1 << 1);
+      break;
+    case FusedActivation::kNone:
+      break;
+  }
+  return po;
+}
 
 /// One primitive's arguments. Not thread-safe: a kernel running the same primitive on
 /// several threads at once keeps one PrimitiveArgs per thread. Copies make memory objects of

@@ -22,6 +22,7 @@
 
 #include "ops/nn/block_vec.h"
 #include "ops/nn/dnnl_args.h"
+#include "ops/nn/weight_version.h"
 #include "runtime/cpu/dnnl_util.h"
 #include "runtime/cpu/thread_cap.h"
 #include "runtime/ndarray.h"
@@ -112,10 +113,7 @@ class FcInference {
 
   // The weights in the kernel's layout, redone when the array's version changed.
   const void* cached_weights(const NDArray& w) {
-    const auto& st = w.storage();
-    const uint64_t version = st->version();
-    if (cache_.owner.lock() != st || cache_.offset != w.offset() || cache_.version != version ||
-        cache_.buffer.is_none()) {
+    if (cache_.buffer.is_none() || !cache_.from.matches(w)) {
       const int64_t bytes = gemv_ ? (o_ + kGemvBlock - 1) / kGemvBlock * kGemvBlock * k_ * 4
                                   : static_cast<int64_t>(w_.scratch_bytes());
       if (cache_.buffer.is_none()) cache_.buffer = NDArray(Shape{bytes}, DType::kUint8);
@@ -123,9 +121,7 @@ class FcInference {
         pack(w.cdata<float>(), static_cast<float*>(cache_.buffer.raw()));
       else
         w_.to_chosen(w.cdata<float>(), cache_.buffer.raw());
-      cache_.owner = st;
-      cache_.offset = w.offset();
-      cache_.version = version;
+      cache_.from.remember(w);
     }
     return cache_.buffer.raw();
   }
@@ -190,9 +186,7 @@ class FcInference {
   std::string impl_;
   int threads_ = 0;
   struct {
-    std::weak_ptr<Storage> owner;
-    size_t offset = 0;
-    uint64_t version = 0;
+    WeightVersion from;
     NDArray buffer;
   } cache_;
 };

@@ -316,23 +316,11 @@ void* WinogradConv::weights_for_call(const NDArray& weights, std::span<const flo
     transform_into(u);
     return u;
   }
-  const auto& st = weights.storage();
-  const bool cacheable = !st->escaped();
-  const uint64_t version = st->version();
-  if (!cacheable || cache_.owner.lock() != st || cache_.offset != weights.offset() ||
-      cache_.version != version || cache_.buffer.is_none() ||
-      !std::equal(scale.begin(), scale.end(), cache_.scale.begin(), cache_.scale.end())) {
+  if (cache_.buffer.is_none() || !cache_.from.matches(weights, scale)) {
     if (cache_.buffer.is_none())
       cache_.buffer = NDArray(Shape{static_cast<int64_t>(u_md_.get_size())}, DType::kUint8);
     transform_into(cache_.buffer.raw());
-    if (cacheable) {
-      cache_.owner = st;
-      cache_.offset = weights.offset();
-      cache_.version = version;
-      cache_.scale.assign(scale.begin(), scale.end());
-    } else {
-      cache_.owner.reset();
-    }
+    cache_.from.remember(weights, scale);
   }
   return cache_.buffer.raw();
 }

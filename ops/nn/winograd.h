@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ops/nn/dnnl_args.h"
+#include "ops/nn/weight_version.h"
 #include "ops/op.h"
 #include "runtime/cpu/dnnl_util.h"
 
@@ -84,10 +85,7 @@ class WinogradConv {
   std::string impl_;
   bool cache_weights_ = true;
   struct Cache {
-    std::weak_ptr<Storage> owner;
-    size_t offset = 0;
-    uint64_t version = 0;
-    std::vector<float> scale;
+    WeightVersion from;
     NDArray buffer;  // U in the matmul's weight layout
   } cache_;
 };

@@ -201,6 +201,17 @@ void expect_near(const std::vector<float>& a, const std::vector<float>& b, const
     ASSERT_NEAR(a[i], b[i], 2e-4f * (1.f + std::fabs(b[i]))) << what << " at " << i;
 }
 
+// Arguments (slopes and BatchNorm scales positive) and BatchNorm statistics (variances
+// positive) of a bound net.
+void init_values(Executor& ex) {
+  int seed = 3;
+  for (const auto& [name, a] : ex.arg_dict())
+    set(a, name.find("gamma") != std::string::npos ? 0.05f : -0.5f, 0.5f, seed++);
+  for (const auto& [name, a] : ex.aux_dict())
+    set(a, name.find("var") != std::string::npos ? 0.5f : -0.5f,
+        name.find("var") != std::string::npos ? 2.f : 0.5f, seed++);
+}
+
 // How many depthwise layers of shape `in` recorded Loom's own kernel so far.
 size_t own_depthwise_lines(const std::string& in) {
   size_t n = 0;
@@ -228,12 +239,7 @@ void check(int c, int k, int stride, int pad, const std::string& type, int batch
   const int block = dnnl_util::preferred_channel_block();
   const bool want = c % block == 0 && (type == "prelu" || force);
   EXPECT_EQ(own_depthwise_lines(in) > 0, want) << "block " << block;
-  int seed = 3;
-  for (const auto& [name, a] : ex->arg_dict())
-    set(a, name.find("gamma") != std::string::npos ? 0.05f : -0.5f, 0.5f, seed++);
-  for (const auto& [name, a] : ex->aux_dict())
-    set(a, name.find("var") != std::string::npos ? 0.5f : -0.5f,
-        name.find("var") != std::string::npos ? 2.f : 0.5f, seed++);
+  init_values(*ex);
   setenv("LOOM_CONV_OWN_DEPTHWISE", "0", 1);
   auto plain = Executor::bind(sym, ex->arg_dict(), {}, ex->aux_dict(), o);
   unsetenv("LOOM_CONV_OWN_DEPTHWISE");
@@ -308,12 +314,7 @@ TEST(DepthwiseInGraph, InputActivationIsAppliedByTheKernel) {
         const Symbol sym = pre_net(2 * block, k, stride, type, after_pool);
         auto ex = bind_with(sym, nullptr, {});
         EXPECT_EQ(ex->fused_pre_activations(), 1u);
-        int seed = 3;
-        for (const auto& [name, a] : ex->arg_dict())
-          set(a, name.find("gamma") != std::string::npos ? 0.05f : -0.5f, 0.5f, seed++);
-        for (const auto& [name, a] : ex->aux_dict())
-          set(a, name.find("var") != std::string::npos ? 0.5f : -0.5f,
-              name.find("var") != std::string::npos ? 2.f : 0.5f, seed++);
+        init_values(*ex);
         auto no_pre = bind_with(sym, ex.get(), {"LOOM_FUSE_PRE_ACT"});
         EXPECT_EQ(no_pre->fused_pre_activations(), 0u);
         auto none = bind_with(sym, ex.get(),
