@@ -28,8 +28,10 @@ std::atomic<ThreadTeam*> team_global_ptr{nullptr};
 
 }  // namespace
 
-ThreadTeam::ThreadTeam(int threads, double spin_us)
-    : threads_(std::max(1, std::min(threads, static_cast<int>(kPartMask)))), spin_us_(spin_us) {}
+ThreadTeam::ThreadTeam(int threads, double spin_us, int stall_window_ms)
+    : threads_(std::max(1, std::min(threads, static_cast<int>(kPartMask)))),
+      spin_us_(spin_us),
+      stall_window_(stall_window_ms) {}
 
 ThreadTeam::~ThreadTeam() {
   if (team_global_ptr.load() == this) team_global_ptr.store(nullptr);
@@ -177,7 +179,7 @@ void ThreadTeam::run(int parts, PartFn fn) {
       if (i % 1024 == 0) sched_yield();
     }
     const auto now = Clock::now();
-    if (stalled && now - last_stall_ < std::chrono::milliseconds(kStallWindowMs)) {
+    if (stalled && now - last_stall_ < stall_window_) {
       // Back to back stalls (another process keeps the cores busy) double the serial
       // stretch, up to kStallBackoffMaxMs; a stall after a calm stretch starts again at
       // kStallBackoffMs.

@@ -41,7 +41,8 @@ class ThreadTeam {
   /// A team of `threads` threads: the caller of run() and threads - 1 workers (started
   /// lazily, at the first run with more than one part). `spin_us`: how long a worker spins
   /// for the next task before it blocks.
-  ThreadTeam(int threads, double spin_us);
+  /// `stall_window_ms`: see run() (tests widen it; the process-wide team uses kStallWindowMs).
+  ThreadTeam(int threads, double spin_us, int stall_window_ms = kStallWindowMs);
   ~ThreadTeam();
   ThreadTeam(const ThreadTeam&) = delete;
   ThreadTeam& operator=(const ThreadTeam&) = delete;
@@ -97,6 +98,7 @@ class ThreadTeam {
 
   const int threads_;
   const double spin_us_;
+  const std::chrono::milliseconds stall_window_;
   std::vector<std::thread> workers_;
   std::mutex run_mu_;  // one run at a time
   std::atomic<uint64_t> claim_{0};
