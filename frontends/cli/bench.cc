@@ -344,8 +344,10 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::printf("throughput: %.2f samples/s (batch %ld), %.2f batches/s\n",
               1e3 * static_cast<double>(samples) / mean, samples, 1e3 / mean);
   if (const cpu::ThreadTeam* team = cpu::ThreadTeam::existing())
-    std::printf("thread team: %d threads, %ld stalled runs (a second within 200 ms made the next runs serial)\n",
-                team->size(), team->stalls());
+    std::printf(
+        "thread team: %d threads, %ld stalled runs (a second within 200 ms made the next runs "
+        "serial)\n",
+        team->size(), team->stalls());
   if (profile) print_profile(*ex, sym, shapes, iters, impl_lines_before, trace_path);
   if (!trace_path.empty()) std::printf("\nChrome trace: %s\n", trace_path.c_str());
   return 0;

@@ -677,8 +677,7 @@ class ConvKernel final : public nn::WeightedLayerKernel {
     const nn::DepthwiseAct pre{static_cast<nn::DepthwiseAct::Kind>(ops.pre.kind), ops.pre.alpha,
                                ops.pre.slope};
     if (team_threads_ < 2) {
-      dw_->forward(in[0].cdata<float>(), fused_bias(in, ops), dst.data<float>(), ops.sum, act,
-                   pre);
+      dw_->forward(in[0].cdata<float>(), fused_bias(in, ops), dst.data<float>(), ops.sum, act, pre);
       return true;
     }
     // A small layer: its output rows split over the thread team (as split_post_ops).

@@ -55,9 +55,9 @@ struct Epilogue {
 // One output row of P channel blocks (1 or 2: two blocks give eight independent chains of
 // FMAs, enough to hide their latency). `rp[i]`: the first block's input row (w x B) under
 // kernel row i (set for the rows inside the input); `wp`, `out`: its packed weights
-// (kh x kw x B) and output row (ow x B); the second block's are `is`, `ws`, `os` floats further. KW: the kernel width when known at compile time (0: s.kw).
-// Columns [x0, x1) read no padding and go four at a time; the others one at a time over the
-// kernel taps inside the input.
+// (kh x kw x B) and output row (ow x B); the second block's are `is`, `ws`, `os` floats further.
+// KW: the kernel width when known at compile time (0: s.kw). Columns [x0, x1) read no padding and
+// go four at a time; the others one at a time over the kernel taps inside the input.
 template <int B, int KW, int P>
 void depthwise_row(const DepthwiseShape& s, const float* const* rp, const float* wp, float* out,
                    int64_t is, int64_t ws, int64_t os, int64_t y, int64_t x0, int64_t x1,

@@ -20,9 +20,7 @@ std::atomic<bool> team_forked{false};
 // Inside a part: nested runs are serial.
 thread_local bool team_in_part = false;
 
-double team_spin_us_from_env() {
-  return dnnl_util::env_microseconds("LOOM_TEAM_SPIN_US", 40.0);
-}
+double team_spin_us_from_env() { return dnnl_util::env_microseconds("LOOM_TEAM_SPIN_US", 40.0); }
 
 std::atomic<ThreadTeam*> team_global_ptr{nullptr};
 

@@ -62,7 +62,8 @@ std::vector<float> reference(const DepthwiseShape& s, const std::vector<float>& 
                      w[(c * s.kh + i) * s.kw + j];
             }
           const int64_t o = blocked(s, n, c, y, z, s.oh, s.ow);
-          out[o] = static_cast<float>(activate(act, c, acc * scale[c] + bias[c] + (sum ? out[o] : 0.0)));
+          out[o] =
+              static_cast<float>(activate(act, c, acc * scale[c] + bias[c] + (sum ? out[o] : 0.0)));
         }
   return out;
 }
@@ -98,8 +99,8 @@ TEST(DepthwiseKernel, MatchesNaiveConvolution) {
                   for (bool sum : {false, true}) {
                     const DepthwiseAct act{static_cast<DepthwiseAct::Kind>(kind), 0.1f, slope};
                     // An activation of the input as it is read, every kind in turn.
-                    const DepthwiseAct pre{static_cast<DepthwiseAct::Kind>((kind + sum + cases) % 4),
-                                           0.2f, pslope};
+                    const DepthwiseAct pre{
+                        static_cast<DepthwiseAct::Kind>((kind + sum + cases) % 4), 0.2f, pslope};
                     auto want = reference(s, x, wt, scale, bias, out, sum, act, pre);
                     auto got = out;
                     dw.forward(x.data(), bias.data(), got.data(), sum, act, pre);
@@ -145,13 +146,14 @@ TEST(DepthwiseKernel, PartsWithInputActivationMatchTheWhole) {
     const DepthwiseAct act{DepthwiseAct::kPrelu, 0.f, slope},
         pre{DepthwiseAct::kPrelu, 0.f, pslope};
     const std::vector<float> ones(c, 1.f);
-    const auto want = reference(s, x, wt, ones, bias,
-                                std::vector<float>(static_cast<size_t>(2 * c * o * o)), false,
-                                act, pre);
+    const auto want =
+        reference(s, x, wt, ones, bias, std::vector<float>(static_cast<size_t>(2 * c * o * o)),
+                  false, act, pre);
     for (int parts : {1, 2, 3, 7}) {
       std::vector<float> got(want.size(), -9.f);
       dw.set_bias(bias.data());
-      for (int p = parts - 1; p >= 0; --p) dw.forward_part(x.data(), got.data(), false, act, p, parts, pre);
+      for (int p = parts - 1; p >= 0; --p)
+        dw.forward_part(x.data(), got.data(), false, act, p, parts, pre);
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_NEAR(got[i], want[i], 1e-4f * (1.f + std::fabs(want[i])))
             << "k" << k << " s" << stride << " d" << dil << " parts " << parts << " at " << i;
@@ -282,9 +284,9 @@ TEST(DepthwiseInGraph, OtherActivationsStayWithOneDnnUnlessForced) {
 Symbol pre_net(int c, int k, int stride, const std::string& type, bool after_pool) {
   auto x = conv1x1(Symbol::Variable("data"), "stem", c);
   if (after_pool)
-    x = Symbol::Op("Pooling", {x},
-                   {{"kernel", "(3,3)"}, {"stride", "(1,1)"}, {"pad", "(1,1)"}, {"pool_type", "max"}},
-                   "mp");
+    x = Symbol::Op(
+        "Pooling", {x},
+        {{"kernel", "(3,3)"}, {"stride", "(1,1)"}, {"pad", "(1,1)"}, {"pool_type", "max"}}, "mp");
   else
     x = bn(x, "bn0");
   auto d = act(bn(dwconv(act(x, "a0", type), "dw", c, k, stride, k / 2), "bn1"), "a1", "prelu");
@@ -309,8 +311,8 @@ TEST(DepthwiseInGraph, InputActivationIsAppliedByTheKernel) {
     for (bool after_pool : {false, true})
       for (auto [k, stride] : {std::pair{3, 1}, {3, 2}, {5, 1}}) {
         if (!after_pool && std::string(type) != "prelu") continue;  // oneDNN fuses those
-        SCOPED_TRACE(std::string(type) + (after_pool ? " after pool" : " after BN") + " k" +
-                     S(k) + " s" + S(stride));
+        SCOPED_TRACE(std::string(type) + (after_pool ? " after pool" : " after BN") + " k" + S(k) +
+                     " s" + S(stride));
         const Symbol sym = pre_net(2 * block, k, stride, type, after_pool);
         auto ex = bind_with(sym, nullptr, {});
         EXPECT_EQ(ex->fused_pre_activations(), 1u);
