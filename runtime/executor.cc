@@ -330,6 +330,18 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
   // inference calls.
   const FusionInput fin{eg_, kernel_of, node_layouts, entries_, external, pinned};
   const std::vector<bool> absorbed = fuse_epilogues(fin);
+  // Per node, the node whose work it took over (its absorbed epilogue), for profile labels.
+  epilogue_of_.assign(eg_.nodes.size(), kNoEntry);
+  {
+    std::vector<uint32_t> producer(entries_.size(), kNoEntry);
+    for (size_t i = 0; i < eg_.num_forward_nodes; ++i)
+      for (auto e : eg_.nodes[i].out)
+        if (e != kNoEntry) producer[e] = static_cast<uint32_t>(i);
+    for (size_t j = 0; j < eg_.nodes.size(); ++j)
+      if (absorbed[j] && !eg_.nodes[j].in.empty() && eg_.nodes[j].in[0] != kNoEntry &&
+          producer[eg_.nodes[j].in[0]] != kNoEntry)
+        epilogue_of_[producer[eg_.nodes[j].in[0]]] = static_cast<uint32_t>(j);
+  }
   const std::vector<PostOpPlan> post = plan_post_ops(fin, absorbed);
   for (const auto& p : post) {
     fused_affine_ += p.ops.affine;
@@ -623,10 +635,16 @@ void Executor::set_step_timer(StepTimer fn) { step_timer_ = std::move(fn); }
 void Executor::report_time(const std::vector<Step>& steps, size_t first, size_t last,
                            double sec) const {
   std::string name, op;
-  auto add = [&](const Step& s) {
-    const OpAttrs* a = eg_.nodes[s.node].attrs;
+  auto add_node = [&](size_t node) {
+    const OpAttrs* a = eg_.nodes[node].attrs;
     name += (name.empty() ? "" : "+") + a->name;
     op += (op.empty() ? "" : "+") + a->op->name;
+  };
+  auto add = [&](const Step& s) {
+    add_node(s.node);
+    // A node that absorbed its epilogue (BatchNorm its ReLU) ran that one's work too.
+    if (!s.backward && s.node < epilogue_of_.size() && epilogue_of_[s.node] != kNoEntry)
+      add_node(epilogue_of_[s.node]);
   };
   for (size_t j = first; j <= last && j < steps.size(); ++j) {
     if (steps[j].chain.empty()) add(steps[j]);

@@ -151,6 +151,7 @@ class Executor {
   size_t fused_affine_ = 0, fused_sum_ = 0, fused_act_ = 0, fused_pre_ = 0;
   std::vector<float> affine_scale_, affine_shift_;  // per call, for channel-affine pairs
   StepTimer step_timer_;
+  std::vector<uint32_t> epilogue_of_;  // per exec node: the node it absorbed, or kNoEntry
   bool record_ = false;  // decide_capture's answer
   std::string capture_note_;
   CaptureCache captures_;
