@@ -48,6 +48,7 @@ std::unique_ptr<Executor> Executor::simple_bind(const Symbol& sym,
                                                 const BindOptions& opts) {
   std::unique_ptr<Executor> ex(new Executor);
   ex->setup(sym, shapes, nullptr, nullptr, nullptr, opts);
+  ex->bind_shapes_ = shapes;
   return ex;
 }
 
@@ -69,6 +70,8 @@ void Executor::setup(const Symbol& sym, const std::map<std::string, Shape>& shap
                      const std::map<std::string, NDArray>* args_grad,
                      const std::map<std::string, NDArray>* aux, const BindOptions& opts) {
   sym_ = sym;
+  bind_opts_ = opts;
+  bind_opts_.outputs.clear();
   run_sym_ = env_off("MXNET_ELIMINATE_COMMON_EXPR") ? sym : eliminate_common_expr(sym);
   dev_ = opts.device;
   check_device(dev_);  // "no CUDA device: gpu(0) is not available (...)" before anything else
@@ -630,7 +633,10 @@ void Executor::run_steps(std::vector<Step>& steps, bool is_train) {
 
 void Executor::set_backward_monitor(BackwardMonitor fn) { bwd_monitor_ = std::move(fn); }
 
-void Executor::set_step_timer(StepTimer fn) { step_timer_ = std::move(fn); }
+void Executor::set_step_timer(StepTimer fn) {
+  if (chunk_) chunk_->set_step_timer(fn);
+  step_timer_ = std::move(fn);
+}
 
 void Executor::report_time(const std::vector<Step>& steps, size_t first, size_t last,
                            double sec) const {
@@ -668,7 +674,10 @@ void Executor::report_backward(const Step& s) const {
   }
 }
 
-void Executor::forward(bool is_train) { run(fwd_steps_, is_train); }
+void Executor::forward(bool is_train) {
+  if (!is_train && plan_chunks()) return forward_chunks();
+  run(fwd_steps_, is_train);
+}
 
 void Executor::forward(bool is_train, const std::map<std::string, NDArray>& inputs) {
   for (const auto& [name, arr] : inputs) {

@@ -106,6 +106,12 @@ class Executor {
   /// Activation nodes a following layer applies to its input as it reads it in inference
   /// calls (PReLU before Loom's own depthwise kernel).
   size_t fused_pre_activations() const { return fused_pre_; }
+  /// Inference in sample chunks (runtime/infer_chunk.cc): the number of samples each
+  /// inference forward of this executor runs at a time, or 0 when it runs the whole batch.
+  /// Decided at the first inference forward (0 before it).
+  int64_t inference_chunk() const { return chunk_ ? chunk_size_ : 0; }
+  /// Why inference runs the whole batch (empty when it runs in chunks or nothing was decided).
+  const std::string& inference_chunk_note() const { return chunk_note_; }
   /// One line: whether calls are recorded as CUDA Graphs and why (not), with the counts of
   /// recordings and replays and a failed recording's reason.
   std::string cuda_graph_status() const;
@@ -132,6 +138,9 @@ class Executor {
                     const Step* pre = nullptr);
   void report_backward(const Step& s) const;
   void report_time(const std::vector<Step>& steps, size_t first, size_t last, double sec) const;
+  /// Inference in sample chunks: decides once (plan_chunks) and runs (forward_chunks).
+  bool plan_chunks();
+  void forward_chunks();
   Symbol sym_, run_sym_;
   Device dev_;
   BackwardMonitor bwd_monitor_;
@@ -152,6 +161,13 @@ class Executor {
   std::vector<float> affine_scale_, affine_shift_;  // per call, for channel-affine pairs
   StepTimer step_timer_;
   std::vector<uint32_t> epilogue_of_;  // per exec node: the node it absorbed, or kNoEntry
+  std::map<std::string, Shape> bind_shapes_;  // simple_bind's given shapes (data, labels)
+  BindOptions bind_opts_;
+  bool chunk_planned_ = false;
+  std::unique_ptr<Executor> chunk_;      // bound at chunk_size_ samples, sharing the weights
+  int64_t chunk_size_ = 0;
+  std::vector<std::pair<size_t, size_t>> chunk_args_;  // (this arg, chunk_'s arg) per sample input
+  std::string chunk_note_;
   bool record_ = false;  // decide_capture's answer
   std::string capture_note_;
   CaptureCache captures_;

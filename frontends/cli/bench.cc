@@ -343,6 +343,11 @@ int cmd_bench(const std::vector<std::string>& args) {
               sorted.front(), sorted.back());
   std::printf("throughput: %.2f samples/s (batch %ld), %.2f batches/s\n",
               1e3 * static_cast<double>(samples) / mean, samples, 1e3 / mean);
+  if (ex->inference_chunk())
+    std::printf("inference in chunks of %ld samples (LOOM_INFER_CHUNK=0: whole batches)\n",
+                static_cast<long>(ex->inference_chunk()));
+  else if (!ex->inference_chunk_note().empty())
+    std::printf("%s\n", ex->inference_chunk_note().c_str());
   if (const cpu::ThreadTeam* team = cpu::ThreadTeam::existing())
     std::printf(
         "thread team: %d threads, %ld stalled runs (a second within 200 ms made the next runs "
