@@ -160,11 +160,11 @@ class Executor {
   size_t fused_affine_ = 0, fused_sum_ = 0, fused_act_ = 0, fused_pre_ = 0;
   std::vector<float> affine_scale_, affine_shift_;  // per call, for channel-affine pairs
   StepTimer step_timer_;
-  std::vector<uint32_t> epilogue_of_;  // per exec node: the node it absorbed, or kNoEntry
+  std::vector<uint32_t> epilogue_of_;         // per exec node: the node it absorbed, or kNoEntry
   std::map<std::string, Shape> bind_shapes_;  // simple_bind's given shapes (data, labels)
   BindOptions bind_opts_;
   bool chunk_planned_ = false;
-  std::unique_ptr<Executor> chunk_;      // bound at chunk_size_ samples, sharing the weights
+  std::unique_ptr<Executor> chunk_;  // bound at chunk_size_ samples, sharing the weights
   int64_t chunk_size_ = 0;
   std::vector<std::pair<size_t, size_t>> chunk_args_;  // (this arg, chunk_'s arg) per sample input
   std::string chunk_note_;

@@ -16,9 +16,9 @@
 #include <set>
 #include <string>
 
-#include "runtime/executor.h"
 #include "graph/node.h"
 #include "runtime/base.h"
+#include "runtime/executor.h"
 
 namespace loom {
 namespace {
@@ -26,6 +26,7 @@ namespace {
 // Ops whose inference output for sample i reads sample i of its batch-sized inputs only (axis 0
 // the batch); the attribute checks reject the forms that reduce or move axis 0.
 bool per_sample_op(const OpAttrs& a, const std::vector<Shape>& in_shapes) {
+  // clang-format off
   static const std::set<std::string> kAlways = {
       "Convolution", "Deconvolution", "BatchNorm", "Activation", "LeakyReLU", "Pooling",
       "FullyConnected", "Flatten", "Dropout", "elemwise_add", "elemwise_sub", "elemwise_mul",
@@ -38,6 +39,7 @@ bool per_sample_op(const OpAttrs& a, const std::vector<Shape>& in_shapes) {
       "LinearRegressionOutput", "LogisticRegressionOutput", "MAERegressionOutput", "SVMOutput",
       "L2Normalization", "InstanceNorm", "LRN", "BlockGrad", "stop_gradient", "identity",
       "_copy", "add_n", "ElementWiseSum", "Reshape", "reshape", "Embedding"};
+  // clang-format on
   const std::string& op = a.op->name;
   if (kAlways.count(op)) return true;
   auto attr = [&](const char* k, const char* dflt) {
@@ -89,8 +91,7 @@ bool Executor::plan_chunks() {
     std::vector<Shape> in_shapes;
     for (auto e : n.in) in_shapes.push_back(e == kNoEntry ? Shape() : eg_.shapes[e]);
     if (!per_sample_op(*n.attrs, in_shapes))
-      return refuse("op " + n.attrs->op->name + " (node '" + n.attrs->name +
-                    "') may mix samples");
+      return refuse("op " + n.attrs->op->name + " (node '" + n.attrs->name + "') may mix samples");
   }
   // The sample inputs: simple_bind's given shapes (data, labels), or for bind() the
   // arguments not named as parameters; they must agree on the batch, the leading axis.
@@ -190,8 +191,8 @@ bool Executor::plan_chunks() {
       } else if (b == a) {
         side[e] = any;
       } else {
-        return refuse("the output of node '" + n.attrs->name + "' has shape " + a.str() +
-                      " at " + std::to_string(batch) + " samples but " + b.str() + " at " +
+        return refuse("the output of node '" + n.attrs->name + "' has shape " + a.str() + " at " +
+                      std::to_string(batch) + " samples but " + b.str() + " at " +
                       std::to_string(c) + ": it does not keep the batch as its leading axis");
       }
     }

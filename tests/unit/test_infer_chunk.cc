@@ -52,11 +52,11 @@ Symbol bn(const Symbol& x, const std::string& name) {
 Symbol mobile_net(int classes = 10) {
   auto x = Symbol::Op("Activation", {bn(conv(Symbol::Variable("data"), "c0", 16, 3), "bn0")},
                       {{"act_type", "relu"}}, "r0");
-  auto d = Symbol::Op("LeakyReLU", {bn(conv(x, "dw", 16, 3, 16), "bn1")},
-                      {{"act_type", "prelu"}}, "p1");
+  auto d =
+      Symbol::Op("LeakyReLU", {bn(conv(x, "dw", 16, 3, 16), "bn1")}, {{"act_type", "prelu"}}, "p1");
   auto p = Symbol::Op("elemwise_add", {bn(conv(d, "pw", 16, 1), "bn2"), x}, {}, "plus");
-  auto cat = Symbol::Op("Concat", {p, conv(p, "side", 8, 1)}, {{"dim", "1"}, {"num_args", "2"}},
-                        "cat");
+  auto cat =
+      Symbol::Op("Concat", {p, conv(p, "side", 8, 1)}, {{"dim", "1"}, {"num_args", "2"}}, "cat");
   auto g = Symbol::Op("Pooling", {cat},
                       {{"kernel", "(1,1)"}, {"global_pool", "True"}, {"pool_type", "avg"}}, "gp");
   auto f = Symbol::Op("FullyConnected", {Symbol::Op("Flatten", {g}, {}, "flat")},
@@ -137,7 +137,8 @@ TEST(InferChunk, SeesWeightsWrittenAfterTheFirstCall) {
   const auto after = host(p.chunked->outputs()[0]);
   expect_close(after, host(p.whole->outputs()[0]), "after new weights");
   float moved = 0;
-  for (size_t i = 0; i < after.size(); ++i) moved = std::max(moved, std::fabs(after[i] - before[i]));
+  for (size_t i = 0; i < after.size(); ++i)
+    moved = std::max(moved, std::fabs(after[i] - before[i]));
   EXPECT_GT(moved, 1e-3f) << "the new weights changed nothing";
 }
 
@@ -170,8 +171,7 @@ TEST(InferChunk, RefusesGraphsThatMixSamples) {
       {"a sum over the batch", Symbol::Op("sum", {c}, {{"axis", "0"}}, "s"), "op sum"},
       {"a concat along the batch",
        Symbol::Op("Concat", {c, c}, {{"dim", "0"}, {"num_args", "2"}}, "cat0"), "may mix"},
-      {"softmax over the batch axis", Symbol::Op("softmax", {c}, {{"axis", "0"}}, "sm"),
-       "may mix"},
+      {"softmax over the batch axis", Symbol::Op("softmax", {c}, {{"axis", "0"}}, "sm"), "may mix"},
       {"a reshape folding the batch into rows",
        Symbol::Op("Reshape", {Symbol::Op("Flatten", {c}, {}, "f")}, {{"shape", "(-1,)"}}, "r"),
        "does not keep the batch"},
@@ -193,8 +193,8 @@ TEST(InferChunk, RefusesGraphsThatMixSamples) {
 TEST(InferChunk, TrainingCallsAndGradientExecutorsRunWhole) {
   ChunkEnv e("2");
   // Training calls use the batch's statistics (BatchNorm): never in chunks.
-  auto ex = Executor::simple_bind(mobile_net(), {{"data", Shape{8, 3, 6, 6}}, {"softmax_label", Shape{8}}},
-                                  inference());
+  auto ex = Executor::simple_bind(
+      mobile_net(), {{"data", Shape{8, 3, 6, 6}}, {"softmax_label", Shape{8}}}, inference());
   fill(*ex);
   auto ref = Executor::bind(mobile_net(), ex->arg_dict(), {}, ex->aux_dict(), inference());
   ex->forward(true);
@@ -205,7 +205,8 @@ TEST(InferChunk, TrainingCallsAndGradientExecutorsRunWhole) {
   EXPECT_EQ(ex->inference_chunk(), 2) << ex->inference_chunk_note();
   // An executor with gradients keeps whole batches for its inference calls too (a backward
   // after them reads the intermediate arrays).
-  auto tr = Executor::simple_bind(mobile_net(), {{"data", Shape{8, 3, 6, 6}}, {"softmax_label", Shape{8}}});
+  auto tr = Executor::simple_bind(mobile_net(),
+                                  {{"data", Shape{8, 3, 6, 6}}, {"softmax_label", Shape{8}}});
   tr->forward(false);
   EXPECT_EQ(tr->inference_chunk(), 0);
   EXPECT_NE(tr->inference_chunk_note().find("gradients"), std::string::npos);
@@ -214,8 +215,7 @@ TEST(InferChunk, TrainingCallsAndGradientExecutorsRunWhole) {
 TEST(InferChunk, BindTellsSampleInputsFromParametersByName) {
   // 8 filters at batch 8: c0_weight's leading axis equals the batch, and it is not a sample
   // input. bind() has no shapes to go by, so parameter names decide.
-  auto sym = Symbol::Op("Pooling",
-                        {conv(Symbol::Variable("data"), "c0", 8, 3)},
+  auto sym = Symbol::Op("Pooling", {conv(Symbol::Variable("data"), "c0", 8, 3)},
                         {{"kernel", "(2,2)"}, {"stride", "(2,2)"}, {"pool_type", "max"}}, "pool");
   auto first = Executor::simple_bind(sym, {{"data", Shape{8, 3, 6, 6}}}, inference());
   fill(*first);
@@ -234,8 +234,8 @@ TEST(InferChunk, BindTellsSampleInputsFromParametersByName) {
 }
 
 TEST(InferChunk, ProfileTimerSeesEveryChunk) {
-  auto ex = Executor::simple_bind(mobile_net(), {{"data", Shape{6, 3, 6, 6}}, {"softmax_label", Shape{6}}},
-                                  inference());
+  auto ex = Executor::simple_bind(
+      mobile_net(), {{"data", Shape{6, 3, 6, 6}}, {"softmax_label", Shape{6}}}, inference());
   fill(*ex);
   std::map<std::string, int> calls;
   ex->set_step_timer([&](const std::string& node, const std::string&, double) { ++calls[node]; });
