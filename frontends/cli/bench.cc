@@ -346,7 +346,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (ex->inference_chunk())
     std::printf("inference in chunks of %ld samples (LOOM_INFER_CHUNK=0: whole batches)\n",
                 static_cast<long>(ex->inference_chunk()));
-  else if (!ex->inference_chunk_note().empty())
+  else if (samples > 1 && !ex->inference_chunk_note().empty())
     std::printf("%s\n", ex->inference_chunk_note().c_str());
   if (const cpu::ThreadTeam* team = cpu::ThreadTeam::existing())
     std::printf(

@@ -35,6 +35,18 @@ class Executor:
         return self.handle.cuda_graph_status
 
     @property
+    def inference_chunk(self):
+        """Samples per chunk of this executor's inference calls (runtime/infer_chunk.cc), 0
+        when they run whole batches (see inference_chunk_note). Decided at the first
+        forward(is_train=False); LOOM_INFER_CHUNK=0 turns chunks off, =N asks for N."""
+        return self.handle.inference_chunk
+
+    @property
+    def inference_chunk_note(self):
+        """Why inference calls run whole batches ('' when they run in chunks)."""
+        return self.handle.inference_chunk_note
+
+    @property
     def grad_req(self):
         return dict(zip(self._arg_names, self.handle.grad_reqs))
 

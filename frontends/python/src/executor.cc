@@ -174,7 +174,9 @@ void init_executor(py::module_& m) {
       .def_property_readonly("symbol", &Executor::symbol)
       .def_property_readonly("optimized_symbol", &Executor::optimized_symbol)
       .def_property_readonly("planned_bytes", &Executor::planned_bytes)
-      .def_property_readonly("cuda_graph_status", &Executor::cuda_graph_status);
+      .def_property_readonly("cuda_graph_status", &Executor::cuda_graph_status)
+      .def_property_readonly("inference_chunk", &Executor::inference_chunk)
+      .def_property_readonly("inference_chunk_note", &Executor::inference_chunk_note);
 }
 
 }  // namespace loom::pyb
