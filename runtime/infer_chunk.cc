@@ -112,9 +112,10 @@ bool Executor::plan_chunks() {
   // output per sample), so that reading the weights once per chunk costs less than the
   // activations a chunk keeps in cache save. Networks whose weights outweigh 4 samples'
   // activations (ResNets) run whole batches, where their larger GEMMs and Winograd tiles
-  // pay more. Measured on Zen 4 with 2 threads at batch 16, per image against whole
-  // batches: MobileNet v1 (ratio 2.6, chunks of 4) 7.05 -> 6.24 ms, MobileFaceNet (1.3,
-  // chunks of 2) 3.01 -> 2.80 ms; ResNet-18 ran 10-40% slower in chunks of 8 or 4.
+  // pay more. Zen 4, 2 threads, batch 16 (DESIGN.md has the figures): MobileNet v1 (ratio
+  // 2.6, chunks of 4) and MobileFaceNet (1.3, chunks of 2) ran 0-12% faster than whole
+  // batches, depending on the host's other load, with 30% less peak memory; ResNet-18
+  // ran 10-40% slower in chunks of 8 or 4.
   double weight_bytes = 0, act_bytes = 0;
   std::set<size_t> sample_set(sample_args.begin(), sample_args.end());
   for (size_t i = 0; i < args_.size(); ++i)
