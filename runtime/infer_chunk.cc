@@ -93,13 +93,13 @@ bool Executor::plan_chunks() {
     if (!per_sample_op(*n.attrs, in_shapes))
       return refuse("op " + n.attrs->op->name + " (node '" + n.attrs->name + "') may mix samples");
   }
-  // The sample inputs: simple_bind's given shapes (data, labels), or for bind() the
-  // arguments not named as parameters; they must agree on the batch, the leading axis.
+  // The sample inputs: the arguments not named as parameters (among simple_bind's given
+  // shapes, which may name weights too); they must agree on the batch, the leading axis.
   std::vector<size_t> sample_args;
   int64_t batch = -1;
   for (size_t i = 0; i < args_.size(); ++i) {
-    const bool given = bind_shapes_.count(arg_names_[i]) > 0;
-    if (bind_shapes_.empty() ? named_like_a_parameter(arg_names_[i]) : !given) continue;
+    if (named_like_a_parameter(arg_names_[i])) continue;
+    if (!bind_shapes_.empty() && !bind_shapes_.count(arg_names_[i])) continue;
     const Shape& s = args_[i].shape();
     if (s.ndim() == 0 || (batch >= 0 && s[0] != batch))
       return refuse("the inputs do not share a leading batch axis");
@@ -113,9 +113,9 @@ bool Executor::plan_chunks() {
   // activations a chunk keeps in cache save. Networks whose weights outweigh 4 samples'
   // activations (ResNets) run whole batches, where their larger GEMMs and Winograd tiles
   // pay more. Zen 4, 2 threads, batch 16 (DESIGN.md has the figures): MobileNet v1 (ratio
-  // 2.6, chunks of 4) and MobileFaceNet (1.3, chunks of 2) ran 0-12% faster than whole
-  // batches, depending on the host's other load, with 30% less peak memory; ResNet-18
-  // ran 10-40% slower in chunks of 8 or 4.
+  // 2.6, chunks of 4) ran 5-12% faster than whole batches and MobileFaceNet (1.3, chunks
+  // of 2) within the shared host's noise, both with 30% less peak memory; ResNet-18 ran
+  // 10-40% slower in chunks of 8 or 4.
   double weight_bytes = 0, act_bytes = 0;
   std::set<size_t> sample_set(sample_args.begin(), sample_args.end());
   for (size_t i = 0; i < args_.size(); ++i)

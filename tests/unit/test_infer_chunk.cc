@@ -231,6 +231,16 @@ TEST(InferChunk, BindTellsSampleInputsFromParametersByName) {
   auto ref = Executor::bind(sym, first->arg_dict(), {}, first->aux_dict(), inference());
   ref->forward(false);
   expect_close(host(ex->outputs()[0]), host(ref->outputs()[0]), "chunks vs whole");
+  // simple_bind given the weight's shape as well (as loom bench does): still chunks.
+  auto both = Executor::simple_bind(
+      sym, {{"data", Shape{8, 3, 6, 6}}, {"c0_weight", Shape{8, 3, 3, 3}}}, inference());
+  both->copy_params_from(first->arg_dict(), first->aux_dict());
+  {
+    ChunkEnv e("4");
+    both->forward(false);
+  }
+  EXPECT_EQ(both->inference_chunk(), 4) << both->inference_chunk_note();
+  expect_close(host(both->outputs()[0]), host(ref->outputs()[0]), "weight shapes given");
 }
 
 TEST(InferChunk, ProfileTimerSeesEveryChunk) {
