@@ -11,7 +11,6 @@
 // the graph keeps the batch as its leading axis at the chunk's size. LOOM_INFER_CHUNK=0 turns
 // it off, =N forces chunks of N samples (the largest divisor of the batch not above N).
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -108,14 +107,15 @@ bool Executor::plan_chunks() {
   }
   if (sample_args.empty()) return refuse("no sample input");
   if (batch < 2) return refuse("a batch of one");
-  // The chunk: about twice the weights in activations of the largest layer (input and
-  // output per sample), so that reading the weights once per chunk costs less than the
-  // activations a chunk keeps in cache save. Networks whose weights outweigh 4 samples'
-  // activations (ResNets) run whole batches, where their larger GEMMs and Winograd tiles
-  // pay more. Zen 4, 2 threads, batch 16 (DESIGN.md has the figures): MobileNet v1 (ratio
-  // 2.6, chunks of 4) ran 5-12% faster than whole batches and MobileFaceNet (1.3, chunks
-  // of 2) within the shared host's noise, both with 30% less peak memory; ResNet-18 ran
-  // 10-40% slower in chunks of 8 or 4.
+  // The chunk: only when the largest layer's activations (input and output) for the whole
+  // batch are more than twice kCacheBudget, and then as many samples as keep that layer within
+  // it; and never for networks whose weights outweigh 4 samples' activations (ResNets), where
+  // larger GEMMs and Winograd tiles pay more than the cache saves and each chunk reads the
+  // weights again. Zen 4, 2 threads, batch 16 (DESIGN.md has the figures): MobileNet v1
+  // (103 MB, chunks of 4) ran 5-12% faster with 30% less peak memory; MobileFaceNet (51 MB)
+  // ran as fast whole as in chunks of 4 and 10% slower in chunks of 2 (8x the kernel calls);
+  // ResNet-18 ran 10-40% slower in chunks of 8 or 4.
+  constexpr double kCacheBudget = 32.0 * (1 << 20);  // a last-level cache slice (Zen 2-5)
   double weight_bytes = 0, act_bytes = 0;
   std::set<size_t> sample_set(sample_args.begin(), sample_args.end());
   for (size_t i = 0; i < args_.size(); ++i)
@@ -130,16 +130,19 @@ bool Executor::plan_chunks() {
         b += static_cast<double>(eg_.shapes[e].bytes(eg_.types[e]));
     act_bytes = std::max(act_bytes, b / static_cast<double>(batch));
   }
+  auto mb = [](double b) { return format_bytes(static_cast<uint64_t>(b)); };
   int64_t want = 0;
   if (forced > 0) {
     want = forced;
   } else {
-    const double ratio = act_bytes > 0 ? weight_bytes / act_bytes : 1e9;
-    if (ratio > 4.0)
-      return refuse("weights " + format_bytes(static_cast<uint64_t>(weight_bytes)) +
-                    " outweigh 4 samples' largest layer (" +
-                    format_bytes(static_cast<uint64_t>(act_bytes)) + " each)");
-    want = std::max<int64_t>(2, std::llround(2.0 * ratio));
+    if (act_bytes * static_cast<double>(batch) <= 2 * kCacheBudget)
+      return refuse("the largest layer's activations for the batch (" +
+                    mb(act_bytes * static_cast<double>(batch)) + ") are within twice " +
+                    mb(kCacheBudget));
+    if (weight_bytes > 4 * act_bytes)
+      return refuse("weights " + mb(weight_bytes) + " outweigh 4 samples' largest layer (" +
+                    mb(act_bytes) + " each)");
+    want = std::max<int64_t>(2, static_cast<int64_t>(kCacheBudget / act_bytes));
   }
   int64_t c = std::min(want, batch);
   while (batch % c) --c;

@@ -142,17 +142,30 @@ TEST(InferChunk, SeesWeightsWrittenAfterTheFirstCall) {
   EXPECT_GT(moved, 1e-3f) << "the new weights changed nothing";
 }
 
-TEST(InferChunk, AutomaticChoiceFollowsWeightsAgainstActivations) {
+TEST(InferChunk, AutomaticChoiceFollowsActivationsAndWeights) {
   {
-    // Tiny weights, 16x16 maps: chunks of 2 (twice the weights in activations is below 2).
-    Pair p = bind_pair(mobile_net(), Shape{16, 3, 16, 16}, nullptr);
-    EXPECT_EQ(p.chunked->inference_chunk(), 2) << p.chunked->inference_chunk_note();
+    // 192x192 maps: the concat's input and output take 5.9 MB a sample, 94 MB for 16, more
+    // than twice the 32 MB cache budget: chunks of 5 fit it, 4 divide the batch.
+    Pair p = bind_pair(mobile_net(), Shape{16, 3, 192, 192}, nullptr);
+    EXPECT_EQ(p.chunked->inference_chunk(), 4) << p.chunked->inference_chunk_note();
     expect_close(host(p.chunked->outputs()[0]), host(p.whole->outputs()[0]), "auto chunks");
   }
   {
-    // A 4000-class classifier (2.6 MB of weights) on 4x4 maps: the weights outweigh 4 samples'
-    // activations, so the batch runs whole.
-    Pair p = bind_pair(mobile_net(4000), Shape{16, 3, 4, 4}, nullptr);
+    // 16x16 maps: the batch's activations fit; whole batches.
+    Pair p = bind_pair(mobile_net(), Shape{16, 3, 16, 16}, nullptr);
+    EXPECT_EQ(p.chunked->inference_chunk(), 0);
+    EXPECT_NE(p.chunked->inference_chunk_note().find("within twice"), std::string::npos)
+        << p.chunked->inference_chunk_note();
+  }
+  {
+    // The same large maps, pooled 4x4 into a 200-unit layer: 29.5 MB of weights against 4.7
+    // MB a sample, so whole batches again.
+    auto x = bn(conv(Symbol::Variable("data"), "c0", 16, 3), "bn0");
+    auto pool = Symbol::Op("Pooling", {x},
+                           {{"kernel", "(4,4)"}, {"stride", "(4,4)"}, {"pool_type", "max"}}, "pl");
+    auto fc = Symbol::Op("FullyConnected", {pool}, {{"num_hidden", "200"}}, "fc");
+    auto sym = Symbol::Op("SoftmaxOutput", {fc, Symbol::Variable("softmax_label")}, {}, "sm");
+    Pair p = bind_pair(sym, Shape{16, 3, 192, 192}, nullptr);
     EXPECT_EQ(p.chunked->inference_chunk(), 0);
     EXPECT_NE(p.chunked->inference_chunk_note().find("outweigh"), std::string::npos)
         << p.chunked->inference_chunk_note();
