@@ -77,7 +77,14 @@ bool Executor::plan_chunks() {
     return false;
   };
   const char* env = std::getenv("LOOM_INFER_CHUNK");
-  const long forced = env && *env ? std::strtol(env, nullptr, 10) : -1;
+  long forced = -1;  // automatic
+  if (env && *env) {
+    char* end = nullptr;
+    forced = std::strtol(env, &end, 10);
+    if (*end || forced < 0)
+      return refuse(std::string("LOOM_INFER_CHUNK='") + env +
+                    "' is not a number of samples (0: whole batches)");
+  }
   if (forced == 0) return refuse("LOOM_INFER_CHUNK=0");
   if (dev_.type != DeviceType::kCPU) return refuse("not a CPU executor");
   for (Req r : reqs_)

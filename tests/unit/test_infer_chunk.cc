@@ -203,6 +203,17 @@ TEST(InferChunk, RefusesGraphsThatMixSamples) {
   }
 }
 
+TEST(InferChunk, MalformedSwitchRunsWholeAndSaysWhy) {
+  for (const char* bad : {"abc", "-2", "4x"}) {
+    Pair p = bind_pair(mobile_net(), Shape{4, 3, 6, 6}, bad);
+    EXPECT_EQ(p.chunked->inference_chunk(), 0);
+    EXPECT_NE(p.chunked->inference_chunk_note().find(std::string("LOOM_INFER_CHUNK='") + bad +
+                                                     "' is not a number"),
+              std::string::npos)
+        << p.chunked->inference_chunk_note();
+  }
+}
+
 TEST(InferChunk, TrainingCallsAndGradientExecutorsRunWhole) {
   ChunkEnv e("2");
   // Training calls use the batch's statistics (BatchNorm): never in chunks.
